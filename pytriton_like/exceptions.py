@@ -1,0 +1,70 @@
+"""Errors raised by the serving side of pytriton_like.
+
+The tree (client errors live in :mod:`pytriton_like.client.exceptions`)::
+
+    PyTritonError
+    ├── PyTritonValidationError        bad arguments: tensor specs, model names, configs
+    ├── PyTritonInvalidOperationError  a call that does not fit the current state
+    ├── PyTritonBadParameterError      a bad value for a parameter
+    ├── PyTritonModelConfigError       a model configuration that cannot be rendered or parsed
+    ├── PyTritonServerError            tritonserver failed to start or died (carries the log tail)
+    └── PyTritonUnrecoverableError     raised by a callable to shut the server down
+"""
+
+from typing import Optional
+
+__all__ = [
+    "PyTritonError",
+    "PyTritonValidationError",
+    "PyTritonInvalidOperationError",
+    "PyTritonBadParameterError",
+    "PyTritonModelConfigError",
+    "PyTritonServerError",
+    "PyTritonUnrecoverableError",
+]
+
+
+class PyTritonError(Exception):
+    """Root of every error raised by pytriton_like on the serving side."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self._message = message
+
+    @property
+    def message(self) -> str:
+        """The error message."""
+        return self._message
+
+
+class PyTritonValidationError(PyTritonError):
+    """An argument does not hold what it must (tensor spec, model name, callable...)."""
+
+
+class PyTritonInvalidOperationError(PyTritonError):
+    """The operation is not allowed in the current state (e.g. bind after stop)."""
+
+
+class PyTritonBadParameterError(PyTritonError):
+    """A parameter has a value that cannot be used."""
+
+
+class PyTritonModelConfigError(PyTritonError):
+    """A model configuration cannot be rendered, parsed or loaded."""
+
+
+class PyTritonServerError(PyTritonError):
+    """tritonserver failed to start, failed to load a model, or died.
+
+    Attributes:
+        log_tail: the last lines of the server log, when known.
+    """
+
+    def __init__(self, message: str, log_tail: Optional[str] = None):
+        full = message if not log_tail else f"{message}\n--- tail of the tritonserver log ---\n{log_tail}"
+        super().__init__(full)
+        self.log_tail = log_tail
+
+
+class PyTritonUnrecoverableError(PyTritonError):
+    """Raised by an inference callable when the server cannot go on; it shuts the server down."""

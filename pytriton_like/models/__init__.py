@@ -1,0 +1,1 @@
+"""Bound models: their repository entries, their workers, their life in the server."""

@@ -1,0 +1,35 @@
+"""Write a bound model's entry in the model repository (config.pbtxt, proxy code, relay settings)."""
+
+import json
+import pathlib
+import shutil
+import sys
+from typing import Any, Dict
+
+from ..model_config.generator import render_config
+from ..model_config.triton_model_config import TritonModelConfig
+
+__all__ = ["write_model_entry", "remove_model_entry"]
+
+_PROXY_SOURCE = pathlib.Path(__file__).resolve().parent.parent / "proxy"
+_PROXY_PACKAGE = "_pytriton_like_proxy"  # the name the stub imports the copied proxy package by
+
+
+def write_model_entry(repository: pathlib.Path, config: TritonModelConfig, relay: Dict[str, Any]) -> pathlib.Path:
+    """Create ``repository/<model>/`` for ``config``; ``relay`` goes to the proxy as relay.json."""
+    model_dir = repository / config.model_name
+    version_dir = model_dir / str(config.model_version)
+    version_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.pbtxt").write_text(render_config(config), encoding="utf-8")
+    shutil.copytree(
+        _PROXY_SOURCE, version_dir / _PROXY_PACKAGE, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
+    )
+    shutil.copy2(_PROXY_SOURCE / "stub_model.py", version_dir / "model.py")
+    settings = dict(relay, sys_path=[path for path in sys.path if path])
+    (version_dir / "relay.json").write_text(json.dumps(settings, indent=1), encoding="utf-8")
+    return model_dir
+
+
+def remove_model_entry(repository: pathlib.Path, model_name: str) -> None:
+    """Remove ``repository/<model>/``."""
+    shutil.rmtree(repository / model_name, ignore_errors=True)

@@ -1,0 +1,241 @@
+"""The relay's wire format between the proxy model (stub) and the worker (user process).
+
+Stdlib and numpy only: this module runs inside the Python-backend stub too.
+
+A message is a list of ZeroMQ frames: a JSON header, then one frame per tensor sent inline.
+Header fields::
+
+    v   protocol version (PROTOCOL_VERSION)
+    k   Kind of the message
+    id  batch id (BATCH and its RESULT carry the same)
+    a   name of the sender's shared-memory arena holding the large tensors, or null
+    r   one item per request; item["t"] lists its tensors, each
+        {"n": name, "d": dtype, "s": shape, "f": frame index}  inline, or
+        {"n": name, "d": dtype, "s": shape, "o": offset, "b": nbytes}  in the arena
+        BATCH items also carry "p" (parameters as JSON text) and "q" (requested outputs);
+        RESULT items carry "e" (error text) instead of "t" when the request failed.
+    e   error text that fails the whole batch (RESULT only)
+    x   kind-specific settings (HELLO: who connects; WELCOME: the worker's settings)
+
+dtype is numpy's ``dtype.str`` (``"<f4"``) or ``"bytes"``: Triton's BYTES serialisation
+(a little-endian uint32 length before each element), decoded to an object array of bytes.
+"""
+
+import enum
+import json
+import struct
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .shm import ArenaReader, ArenaWriter, aligned
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "Kind",
+    "ProtocolError",
+    "Message",
+    "encode_message",
+    "decode_message",
+    "serialize_bytes",
+    "deserialize_bytes",
+]
+
+PROTOCOL_VERSION = 1
+BYTES_DTYPE = "bytes"
+
+
+class Kind(enum.IntEnum):
+    """What a message is."""
+
+    HELLO = 1  # proxy -> worker: an instance connects
+    WELCOME = 2  # worker -> proxy: the worker accepts it
+    BATCH = 3  # proxy -> worker: the requests of one execute()
+    RESULT = 4  # worker -> proxy: one outcome per request, or a batch error
+
+
+class ProtocolError(Exception):
+    """A message that does not follow this protocol."""
+
+
+class Message:
+    """A decoded message: its header fields and each item's tensors."""
+
+    __slots__ = ("kind", "batch_id", "items", "tensors", "error", "extra")
+
+    def __init__(self, kind, batch_id, items, tensors, error, extra):
+        self.kind: Kind = kind
+        self.batch_id: int = batch_id
+        self.items: List[Dict[str, Any]] = items
+        self.tensors: List[Dict[str, np.ndarray]] = tensors
+        self.error: Optional[str] = error
+        self.extra: Dict[str, Any] = extra
+
+
+def encode_message(
+    kind: Kind,
+    batch_id: int = 0,
+    items: Sequence[Tuple[Mapping[str, Any], Mapping[str, np.ndarray]]] = (),
+    *,
+    arena: Optional[ArenaWriter] = None,
+    threshold: int = 0,
+    error: Optional[str] = None,
+    extra: Optional[Dict[str, Any]] = None,
+) -> List[Any]:
+    """Frames of a message.
+
+    Args:
+        items: per request, the item's own header fields and its tensors.
+        arena: where tensors of ``threshold`` bytes or more go; inline frames when None.
+    """
+    frames: List[Any] = [b""]
+    header_items = []
+    big = []
+    for fields, tensors in items:
+        refs = []
+        for name, array in tensors.items():
+            dtype, buffer = _as_buffer(array)
+            ref = {"n": name, "d": dtype, "s": list(array.shape)}
+            if arena is not None and buffer.nbytes >= threshold:
+                big.append((ref, buffer))
+            else:
+                ref["f"] = len(frames)
+                frames.append(buffer)
+            refs.append(ref)
+        header_items.append(dict(fields, t=refs))
+    arena_name = None
+    if big:
+        arena.reset(sum(aligned(buffer.nbytes) for _, buffer in big))
+        for ref, buffer in big:
+            ref["o"] = arena.put(buffer)
+            ref["b"] = buffer.nbytes
+        arena_name = arena.name
+    header = {"v": PROTOCOL_VERSION, "k": int(kind), "id": batch_id, "a": arena_name, "r": header_items}
+    if error is not None:
+        header["e"] = error
+    if extra:
+        header["x"] = extra
+    frames[0] = json.dumps(header, separators=(",", ":")).encode()
+    return frames
+
+
+def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None) -> Message:
+    """Decode frames (bytes or zmq Frames) into a :class:`Message`; raise ProtocolError if malformed.
+
+    Arrays decoded from frames and from the arena are views: no copy is made.
+    """
+    if not frames:
+        raise ProtocolError("empty message")
+    try:
+        header = json.loads(bytes(_buffer(frames[0])))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header is not a JSON object")
+    if header.get("v") != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {header.get('v')!r}, expected {PROTOCOL_VERSION}")
+    try:
+        kind = Kind(header["k"])
+        batch_id = int(header.get("id", 0))
+        items = header.get("r", [])
+        if not isinstance(items, list):
+            raise ProtocolError("'r' must be a list")
+        arena_name = header.get("a")
+        tensors = [_decode_item(item, frames, reader, arena_name) for item in items]
+    except ProtocolError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:
+        raise ProtocolError(f"malformed {header.get('k')!r} message: {type(exc).__name__}: {exc}") from None
+    error = header.get("e")
+    extra = header.get("x") or {}
+    if (error is not None and not isinstance(error, str)) or not isinstance(extra, dict):
+        raise ProtocolError("'e' must be text and 'x' an object")
+    return Message(kind, batch_id, items, tensors, error, extra)
+
+
+def _decode_item(item, frames, reader, arena_name) -> Dict[str, np.ndarray]:
+    if not isinstance(item, dict):
+        raise ProtocolError("an item must be an object")
+    arrays = {}
+    for ref in item.get("t", ()):
+        shape = tuple(int(d) for d in ref["s"])
+        if any(d < 0 for d in shape):
+            raise ProtocolError(f"negative dimension in shape {shape}")
+        if "f" in ref:
+            index = int(ref["f"])
+            if not 0 < index < len(frames):
+                raise ProtocolError(f"frame {index} out of range")
+            buffer = _buffer(frames[index])
+        else:
+            if reader is None or not isinstance(arena_name, str):
+                raise ProtocolError("tensor in shared memory but no arena")
+            offset, nbytes = int(ref["o"]), int(ref["b"])
+            if offset < 0 or nbytes < 0:
+                raise ProtocolError("negative offset or size")
+            buffer = reader.view(arena_name, offset, nbytes)
+            if len(buffer) != nbytes:
+                raise ProtocolError(f"arena {arena_name} is smaller than offset {offset} + {nbytes}")
+        arrays[str(ref["n"])] = _from_buffer(ref["d"], shape, buffer)
+    return arrays
+
+
+def _buffer(frame) -> memoryview:
+    # zmq.Frame exposes .buffer; bytes and arrays are buffers already.
+    return frame.buffer if hasattr(frame, "buffer") else memoryview(frame)
+
+
+def _as_buffer(array: np.ndarray) -> Tuple[str, memoryview]:
+    array = np.asarray(array)
+    if array.dtype.kind in "OSU":
+        return BYTES_DTYPE, memoryview(serialize_bytes(array))
+    if array.dtype.hasobject or array.dtype.fields is not None:
+        raise TypeError(f"cannot send an array of dtype {array.dtype}")
+    # A flat uint8 view also covers 0-d and empty arrays, which memoryview.cast refuses.
+    return array.dtype.str, memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+
+
+def _from_buffer(dtype: str, shape: Tuple[int, ...], buffer: memoryview) -> np.ndarray:
+    count = int(np.prod(shape, dtype=np.int64))
+    if dtype == BYTES_DTYPE:
+        return deserialize_bytes(buffer, count).reshape(shape)
+    np_dtype = np.dtype(dtype)
+    if np_dtype.hasobject:
+        raise ProtocolError(f"dtype {dtype} is not allowed on the wire")
+    if count * np_dtype.itemsize != len(buffer):
+        raise ProtocolError(f"{len(buffer)} bytes do not hold {shape} of {dtype}")
+    return np.frombuffer(buffer, dtype=np_dtype, count=count).reshape(shape)
+
+
+_LENGTH = struct.Struct("<I")
+
+
+def serialize_bytes(array: np.ndarray) -> bytes:
+    """Triton's BYTES serialisation of an array of bytes or str elements, in C order."""
+    parts = []
+    for element in array.reshape(-1):
+        if isinstance(element, str):
+            element = element.encode("utf-8")
+        elif not isinstance(element, (bytes, bytearray, memoryview)):
+            element = str(element).encode("utf-8")
+        parts.append(_LENGTH.pack(len(element)))
+        parts.append(bytes(element))
+    return b"".join(parts)
+
+
+def deserialize_bytes(buffer, count: int) -> np.ndarray:
+    """The inverse of :func:`serialize_bytes`: an object array of ``count`` bytes elements."""
+    data = bytes(buffer)
+    out = np.empty(count, dtype=object)
+    offset = 0
+    for index in range(count):
+        if offset + 4 > len(data):
+            raise ProtocolError("BYTES tensor ends inside an element length")
+        (length,) = _LENGTH.unpack_from(data, offset)
+        offset += 4
+        if offset + length > len(data):
+            raise ProtocolError("BYTES tensor ends inside an element")
+        out[index] = data[offset : offset + length]
+        offset += length
+    if offset != len(data):
+        raise ProtocolError(f"BYTES tensor has {len(data) - offset} bytes past its {count} elements")
+    return out

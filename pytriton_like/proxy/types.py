@@ -1,0 +1,50 @@
+"""What an inference callable receives and returns: ``Request`` and ``Response``.
+
+Stdlib and numpy only: this package is also copied into the Python-backend stub.
+"""
+
+import dataclasses
+from typing import Any, Dict, Iterator, List, MutableMapping, Optional, Union
+
+import numpy as np
+
+__all__ = ["Request", "Requests", "Response", "Responses"]
+
+
+@dataclasses.dataclass
+class Request(MutableMapping):
+    """One inference request: a mapping from input name to numpy array.
+
+    Attributes:
+        data: the inputs; with batching on, each array has the batch axis first.
+        parameters: the request's parameters (with Triton's forwarded headers among them).
+        requested_output_names: the outputs the client asked for (``None``: all).
+
+    Arrays in ``data`` may be views of the relay's shared memory: they are valid during the call;
+    copy what you keep after returning.
+    """
+
+    data: Dict[str, np.ndarray]
+    parameters: Optional[Dict[str, Union[str, int, bool, float]]] = None
+    requested_output_names: Optional[List[str]] = None
+
+    def __getitem__(self, input_name: str) -> np.ndarray:
+        return self.data[input_name]
+
+    def __setitem__(self, input_name: str, value: np.ndarray) -> None:
+        self.data[input_name] = value
+
+    def __delitem__(self, input_name: str) -> None:
+        del self.data[input_name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+Requests = List[Request]
+Response = Dict[str, Any]
+"""One response: a mapping from output name to numpy array (or anything ``np.asarray`` takes)."""
+Responses = List[Response]

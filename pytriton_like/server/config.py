@@ -1,0 +1,206 @@
+"""``TritonConfig``: options of the tritonserver process, and the command line they make."""
+
+import dataclasses
+import os
+import pathlib
+import re
+import typing
+from typing import Any, Dict, List, Mapping, Optional
+
+from ..exceptions import PyTritonValidationError
+
+__all__ = ["TritonConfig", "ENV_PREFIX", "server_argv"]
+
+ENV_PREFIX = "PYTRITON_TRITON_CONFIG_"
+DEFAULT_HTTP_PORT = 8000
+DEFAULT_GRPC_PORT = 8001
+DEFAULT_METRICS_PORT = 8002
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonConfig:
+    """Options of the tritonserver process; ``None`` leaves Triton's default.
+
+    Every field may also come from an environment variable ``PYTRITON_TRITON_CONFIG_<FIELD>``
+    (e.g. ``PYTRITON_TRITON_CONFIG_HTTP_PORT=9000``; list fields as ``..._<FIELD>_0``,
+    ``..._<FIELD>_1``); a value given to the constructor wins over the environment.
+
+    Args:
+        id: identifier of the server.
+        model_repository: a model repository of hand-written models served next to bound ones.
+        log_verbose: verbose logging level (0: off).
+        log_file: file that receives the server's log (default: ``triton.log`` in the workspace).
+        exit_timeout_secs: how long stopping waits for in-flight requests.
+        exit_on_error: exit when initialisation fails.
+        strict_readiness: ready only when every model is ready.
+        allow_http / http_address / http_port / http_header_forward_pattern / http_thread_count /
+        http_restricted_api: the HTTP endpoint (default port 8000).
+        allow_grpc / grpc_address / grpc_port / grpc_header_forward_pattern /
+        grpc_infer_allocation_pool_size / grpc_use_ssl / grpc_use_ssl_mutual / grpc_server_cert /
+        grpc_server_key / grpc_root_cert / grpc_infer_response_compression_level /
+        grpc_keepalive_time / grpc_keepalive_timeout / grpc_keepalive_permit_without_calls /
+        grpc_restricted_protocol: the gRPC endpoint (default port 8001).
+        allow_metrics / allow_gpu_metrics / allow_cpu_metrics / metrics_interval_ms / metrics_port /
+        metrics_address / metrics_config: the Prometheus metrics endpoint (default port 8002).
+        trace_config: trace settings (``<setting>=<value>``, repeated).
+        cache_config: response cache settings, e.g. ``["local,size=1048576"]``.
+        cache_directory: folder of cache implementations (default: the bundled one).
+        buffer_manager_thread_count: threads that copy tensors.
+    """
+
+    id: Optional[str] = None
+    model_repository: Optional[pathlib.Path] = None
+    log_verbose: Optional[int] = None
+    log_file: Optional[pathlib.Path] = None
+    exit_timeout_secs: Optional[int] = None
+    exit_on_error: Optional[bool] = None
+    strict_readiness: Optional[bool] = None
+    allow_http: Optional[bool] = None
+    http_address: Optional[str] = None
+    http_port: Optional[int] = None
+    http_header_forward_pattern: Optional[str] = None
+    http_thread_count: Optional[int] = None
+    http_restricted_api: Optional[str] = None
+    allow_grpc: Optional[bool] = None
+    grpc_address: Optional[str] = None
+    grpc_port: Optional[int] = None
+    grpc_header_forward_pattern: Optional[str] = None
+    grpc_infer_allocation_pool_size: Optional[int] = None
+    grpc_use_ssl: Optional[bool] = None
+    grpc_use_ssl_mutual: Optional[bool] = None
+    grpc_server_cert: Optional[pathlib.Path] = None
+    grpc_server_key: Optional[pathlib.Path] = None
+    grpc_root_cert: Optional[pathlib.Path] = None
+    grpc_infer_response_compression_level: Optional[str] = None
+    grpc_keepalive_time: Optional[int] = None
+    grpc_keepalive_timeout: Optional[int] = None
+    grpc_keepalive_permit_without_calls: Optional[bool] = None
+    grpc_restricted_protocol: Optional[str] = None
+    allow_metrics: Optional[bool] = None
+    allow_gpu_metrics: Optional[bool] = None
+    allow_cpu_metrics: Optional[bool] = None
+    metrics_interval_ms: Optional[int] = None
+    metrics_port: Optional[int] = None
+    metrics_address: Optional[str] = None
+    metrics_config: Optional[List[str]] = None
+    trace_config: Optional[List[str]] = None
+    cache_config: Optional[List[str]] = None
+    cache_directory: Optional[pathlib.Path] = None
+    buffer_manager_thread_count: Optional[int] = None
+
+    def __post_init__(self):
+        if self.allow_http is False and self.allow_grpc is False:
+            raise PyTritonValidationError("TritonConfig: allow at least one of the HTTP and gRPC endpoints")
+        for field in ("http_port", "grpc_port", "metrics_port"):
+            port = getattr(self, field)
+            if port is not None and not 0 < port < 65536:
+                raise PyTritonValidationError(f"TritonConfig: {field} must be within 1..65535, got {port}")
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
+        """A config from ``PYTRITON_TRITON_CONFIG_*`` variables, values converted to the field types."""
+        return cls(**_env_values(os.environ if environ is None else environ))
+
+    def with_env(self, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
+        """This config with the fields it leaves ``None`` taken from the environment."""
+        values = _env_values(os.environ if environ is None else environ)
+        return dataclasses.replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The fields as a dict."""
+        return dataclasses.asdict(self)
+
+    @property
+    def ports(self) -> Dict[str, Optional[int]]:
+        """The enabled endpoints and their ports."""
+        ports = {}
+        if self.allow_http is not False:
+            ports["HTTP"] = self.http_port or DEFAULT_HTTP_PORT
+        if self.allow_grpc is not False:
+            ports["gRPC"] = self.grpc_port or DEFAULT_GRPC_PORT
+        if self.allow_metrics is not False:
+            ports["metrics"] = self.metrics_port or DEFAULT_METRICS_PORT
+        return ports
+
+
+_LIST_ITEM = re.compile(r"^(.+)_(\d+)$")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _field_types() -> Dict[str, Any]:
+    hints = typing.get_type_hints(TritonConfig)
+    return {field.name: typing.get_args(hints[field.name])[0] for field in dataclasses.fields(TritonConfig)}
+
+
+def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
+    types = _field_types()
+    values: Dict[str, Any] = {}
+    items: Dict[str, Dict[int, str]] = {}
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        match = _LIST_ITEM.match(key)
+        if key not in types and match and typing.get_origin(types.get(match[1])) is list:
+            items.setdefault(match[1], {})[int(match[2])] = text
+            continue
+        if key not in types:
+            raise PyTritonValidationError(f"{name}: no TritonConfig field {key!r}")
+        values[key] = _convert(name, types[key], text)
+    for key, indexed in items.items():
+        values[key] = [indexed[index] for index in sorted(indexed)]
+    return values
+
+
+def _convert(variable: str, kind: Any, text: str) -> Any:
+    if typing.get_origin(kind) is list:
+        return [part for part in text.split(",") if part]
+    if kind is bool:
+        if text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
+        raise PyTritonValidationError(f"{variable}={text!r}: expected true or false")
+    try:
+        return kind(text)
+    except ValueError:
+        raise PyTritonValidationError(f"{variable}={text!r}: expected {kind.__name__}") from None
+
+
+# Fields that are not passed through as --field-name=value.
+_NOT_FLAGS = {"model_repository", "log_file", "cache_directory"}
+
+
+def server_argv(
+    config: TritonConfig,
+    *,
+    binary: pathlib.Path,
+    model_repositories: List[pathlib.Path],
+    backend_directory: pathlib.Path,
+    cache_directory: pathlib.Path,
+    startup_models: List[str],
+) -> List[str]:
+    """tritonserver's command line for ``config`` (a pure function)."""
+    argv = [str(binary)]
+    argv += [f"--model-repository={path}" for path in model_repositories]
+    argv += [
+        f"--backend-directory={backend_directory}",
+        f"--cache-directory={config.cache_directory or cache_directory}",
+        "--model-control-mode=explicit",
+    ]
+    argv += [f"--load-model={name}" for name in startup_models]
+    ports = config.ports
+    defaults = {"http_port": ports.get("HTTP"), "grpc_port": ports.get("gRPC"), "metrics_port": ports.get("metrics")}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if value is None:
+            value = defaults.get(field.name)
+        if value is None or field.name in _NOT_FLAGS:
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        if isinstance(value, list):
+            argv += [f"{flag}={item}" for item in value]
+        elif isinstance(value, bool):
+            argv.append(f"{flag}={'true' if value else 'false'}")
+        else:
+            argv.append(f"{flag}={value}")
+    return argv

@@ -1,0 +1,187 @@
+"""The tritonserver subprocess: start it, pump its log, know when it is ready, stop it."""
+
+import collections
+import ctypes
+import enum
+import logging
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import threading
+from typing import Dict, List, Optional, Sequence
+
+from ..exceptions import PyTritonServerError
+
+__all__ = ["ServerProcess", "ServerState", "check_ports_free"]
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_TAIL_LINES = 40
+# Lines tritonserver prints once an endpoint accepts connections.
+_STARTED = {"HTTP": "Started HTTPService at", "gRPC": "Started GRPCInferenceService at", "metrics": "Started Metrics Service at"}
+
+
+class ServerState(enum.Enum):
+    """Where the server process is in its life."""
+
+    NEW = "new"
+    STARTING = "starting"
+    READY = "ready"
+    EXITED = "exited"
+
+
+def check_ports_free(ports: Dict[str, int], address: str = "0.0.0.0") -> None:
+    """Raise PyTritonServerError naming the first endpoint whose port is taken."""
+    for endpoint, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # SO_REUSEADDR as tritonserver sets it, so TIME_WAIT leftovers do not count as taken.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((address, port))
+            except OSError as exc:
+                raise PyTritonServerError(
+                    f"cannot start tritonserver: the {endpoint} port {port} is already in use ({exc.strerror}); "
+                    f"choose another with TritonConfig({endpoint.lower()}_port=...)"
+                ) from None
+
+
+class ServerProcess:
+    """One tritonserver process.
+
+    The process is started from a dedicated thread that lives as long as it does: the process
+    asks the kernel for SIGKILL when that thread ends (PR_SET_PDEATHSIG), so the server never
+    outlives the user process, even after ``kill -9``.
+    """
+
+    def __init__(self, argv: Sequence[str], env: Dict[str, str], log_file: pathlib.Path, endpoints: Sequence[str]):
+        self._argv = list(argv)
+        self._env = env
+        self.log_file = log_file
+        self._endpoints = set(endpoints)
+        self._started: set = set()
+        self._tail: collections.deque = collections.deque(maxlen=_TAIL_LINES)
+        self._state = ServerState.NEW
+        self._changed = threading.Condition()
+        self._process: Optional[subprocess.Popen] = None
+        self._spawn_error: Optional[BaseException] = None
+        self._exit_listeners: List = []
+        self.returncode: Optional[int] = None
+
+    @property
+    def state(self) -> ServerState:
+        return self._state
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._process.pid if self._process else None
+
+    def add_exit_listener(self, callback) -> None:
+        """Call ``callback(returncode)`` from the watcher thread when the process exits."""
+        self._exit_listeners.append(callback)
+
+    def start(self, timeout_s: float) -> None:
+        """Start the server and wait until every endpoint listens; raise PyTritonServerError if it fails."""
+        with self._changed:
+            self._state = ServerState.STARTING
+        threading.Thread(target=self._watch, name="tritonserver-watch", daemon=True).start()
+        with self._changed:
+            done = self._changed.wait_for(lambda: self._state is not ServerState.STARTING, timeout_s)
+            state = self._state
+        if self._spawn_error is not None:
+            raise PyTritonServerError(f"cannot run {self._argv[0]}: {self._spawn_error}") from self._spawn_error
+        if state is ServerState.EXITED:
+            raise PyTritonServerError(
+                f"tritonserver exited with code {self.returncode} while starting", log_tail=self.log_tail()
+            )
+        if not done:
+            self.stop(timeout_s=5)
+            raise PyTritonServerError(
+                f"tritonserver did not become ready within {timeout_s:.0f} s", log_tail=self.log_tail()
+            )
+
+    def _watch(self) -> None:
+        try:
+            self._process = subprocess.Popen(
+                self._argv,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent_thread,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._spawn_error = exc
+            self._set_state(ServerState.EXITED)
+            return
+        logger.info("tritonserver started (pid %d), log in %s", self._process.pid, self.log_file)
+        self._pump_log()
+        self.returncode = self._process.wait()
+        logger.info("tritonserver (pid %d) exited with code %d", self._process.pid, self.returncode)
+        self._set_state(ServerState.EXITED)
+        for callback in self._exit_listeners:
+            callback(self.returncode)
+
+    def _pump_log(self) -> None:
+        with open(self.log_file, "ab", buffering=0) as log:
+            for line in self._process.stdout:
+                log.write(line)
+                text = line.decode("utf-8", "replace").rstrip()
+                self._tail.append(text)
+                if self._state is ServerState.STARTING:
+                    self._note_started(text)
+        self._process.stdout.close()
+
+    def _note_started(self, text: str) -> None:
+        for endpoint, marker in _STARTED.items():
+            if marker in text:
+                self._started.add(endpoint)
+        if self._endpoints <= self._started:
+            self._set_state(ServerState.READY)
+
+    def _set_state(self, state: ServerState) -> None:
+        with self._changed:
+            if self._state is not ServerState.EXITED:
+                self._state = state
+            self._changed.notify_all()
+
+    def wait_exit(self, timeout_s: Optional[float] = None) -> bool:
+        """Wait until the process exited; False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._state is ServerState.EXITED, timeout_s)
+
+    def log_tail(self) -> str:
+        """The last lines the server printed."""
+        return "\n".join(self._tail)
+
+    def stop(self, timeout_s: float) -> None:
+        """SIGINT (Triton's graceful stop), then SIGKILL after ``timeout_s``; waits for the exit."""
+        process = self._process
+        if process is None or self._state is ServerState.EXITED:
+            self.wait_exit(timeout_s)
+            return
+        _signal(process, signal.SIGINT)
+        if not self.wait_exit(timeout_s):
+            logger.warning("tritonserver did not stop within %.0f s; killing it", timeout_s)
+            # The whole session: the server and its Python-backend stubs.
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.wait_exit(10)
+
+
+def _signal(process: subprocess.Popen, signum: int) -> None:
+    try:
+        process.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+def _die_with_parent_thread() -> None:
+    # Runs in the child between fork and exec.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -1,0 +1,52 @@
+"""The folder a running Triton works in: model repository, Python backend, sockets, log."""
+
+import logging
+import pathlib
+import shutil
+import tempfile
+from typing import Union
+
+from .bundle import TritonBundle
+
+__all__ = ["Workspace"]
+
+logger = logging.getLogger(__name__)
+
+
+class Workspace:
+    """A folder laid out for one tritonserver; removed by :meth:`close` when we created it.
+
+    Layout::
+
+        model_repository/     one folder per bound model
+        backends/python/      the bundled Python backend with the stub for this interpreter
+        sockets/              the relay's ipc sockets
+        triton.log            the server's output (unless TritonConfig.log_file says otherwise)
+    """
+
+    def __init__(self, bundle: TritonBundle, path: Union[str, pathlib.Path, None] = None):
+        self._owned = path is None
+        self.path = pathlib.Path(tempfile.mkdtemp(prefix="pytriton_like-")) if path is None else pathlib.Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.model_repository = self.path / "model_repository"
+        self.backends = self.path / "backends"
+        self.sockets = self.path / "sockets"
+        self.log_file = self.path / "triton.log"
+        for folder in (self.model_repository, self.sockets, self.backends / "python"):
+            folder.mkdir(parents=True, exist_ok=True)
+        python_backend = self.backends / "python"
+        for source in (
+            bundle.python_backend / "libtriton_python.so",
+            bundle.python_backend / "triton_python_backend_utils.py",
+            bundle.stub,
+        ):
+            shutil.copy2(source, python_backend / source.name)
+        logger.debug("workspace at %s", self.path)
+
+    def close(self) -> None:
+        """Remove what this workspace created: the whole folder, or our subfolders of a given one."""
+        if self._owned:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for folder in (self.model_repository, self.backends, self.sockets):
+            shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,315 @@
+"""``Triton``: bind Python callables and serve them with the bundled tritonserver.
+
+This module only orchestrates: the server process lives in :mod:`pytriton_like.server`, bound
+models and their workers in :mod:`pytriton_like.models`.
+
+Example:
+    >>> with Triton() as triton:                                  # doctest: +SKIP
+    ...     triton.bind(model_name="AddSub", infer_func=add_sub,
+    ...                 inputs=[Tensor(dtype=np.float32, shape=(-1,))] * 2,
+    ...                 outputs=[Tensor(name="add", dtype=np.float32, shape=(-1,))],
+    ...                 config=ModelConfig(max_batch_size=128))
+    ...     triton.serve()
+"""
+
+import atexit
+import enum
+import itertools
+import logging
+import os
+import pathlib
+import signal
+import threading
+import weakref
+from typing import Callable, Dict, Optional, Sequence, Union
+
+from .exceptions import (
+    PyTritonInvalidOperationError,
+    PyTritonServerError,
+    PyTritonValidationError,
+)
+from .model_config import ModelConfig, Tensor
+from .model_config.generator import validate_config
+from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
+from .models.model import Model
+from .proxy.shm import unlink_orphaned_segments, unlink_segments
+from .server.bundle import find_bundle
+from .server.config import TritonConfig, server_argv
+from .server.control import ControlError, ServerControl
+from .server.process import ServerProcess, check_ports_free
+from .server.workspace import Workspace
+
+__all__ = ["Triton", "TritonConfig"]
+
+logger = logging.getLogger(__name__)
+
+# Longest wait for tritonserver to start and load the models bound before run().
+_START_TIMEOUT_S = 120
+_LOAD_TIMEOUT_S = 120
+_DEFAULT_EXIT_TIMEOUT_S = 30
+
+_instance_ids = itertools.count(1)
+_live: "weakref.WeakSet[Triton]" = weakref.WeakSet()
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+class Triton:
+    """Serves bound Python callables through tritonserver.
+
+    Args:
+        config: server options; fields left ``None`` come from ``PYTRITON_TRITON_CONFIG_*``
+            environment variables, then Triton's defaults.
+        workspace: folder for the model repository, sockets and log; a temporary folder
+            (removed at stop) when ``None``.
+    """
+
+    def __init__(self, *, config: Optional[TritonConfig] = None, workspace: Union[str, pathlib.Path, None] = None):
+        self._config = (config or TritonConfig()).with_env()
+        self._workspace_path = workspace
+        self._id = next(_instance_ids)
+        self._tags = itertools.count(1)
+        self._models: Dict[str, Model] = {}
+        self._state = _State.NEW
+        self._changed = threading.Condition(threading.RLock())
+        self._stop_requested = threading.Event()
+        self._workspace: Optional[Workspace] = None
+        self._server: Optional[ServerProcess] = None
+        self._control: Optional[ServerControl] = None
+        self._failure: Optional[BaseException] = None
+
+    # -- context manager -------------------------------------------------------------------
+
+    def __enter__(self) -> "Triton":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    # -- binding -----------------------------------------------------------------------------
+
+    def bind(
+        self,
+        model_name: str,
+        infer_func: Union[Callable, Sequence[Callable]],
+        inputs: Sequence[Tensor],
+        outputs: Sequence[Tensor],
+        model_version: int = 1,
+        config: Optional[ModelConfig] = None,
+        strict: bool = False,
+    ) -> None:
+        """Serve ``infer_func`` as model ``model_name``.
+
+        Args:
+            model_name: the name clients call the model by.
+            infer_func: a callable taking a list of requests and returning one dict of outputs per
+                request, or a list of such callables: one model instance per callable, and
+                Triton spreads concurrent batches over them.
+            inputs: specs of the inputs, in the order clients pass them positionally.
+            outputs: specs of the outputs.
+            model_version: version number of the model.
+            config: scheduling options (batching, dynamic batcher, ...).
+            strict: check the callable's outputs against ``outputs`` (names, dtypes).
+
+        Raises:
+            PyTritonValidationError: a bad name, tensor spec or callable.
+            PyTritonInvalidOperationError: the model name is bound already, or the server stopped.
+            PyTritonServerError: bound after ``run()`` and the server failed to load it.
+        """
+        funcs = list(infer_func) if isinstance(infer_func, (list, tuple)) else [infer_func]
+        if not funcs:
+            raise PyTritonValidationError(f"model {model_name!r}: infer_func is an empty list")
+        for func in funcs:
+            if not callable(func):
+                raise PyTritonValidationError(
+                    f"model {model_name!r}: infer_func must be callable, got {type(func).__name__}: {func!r}"
+                )
+        config = config or ModelConfig()
+        try:
+            model_config = TritonModelConfig(
+                model_name=model_name,
+                model_version=model_version,
+                max_batch_size=config.max_batch_size if config.batching else 0,
+                batching=config.batching,
+                batcher=config.batcher if config.batching else None,
+                instance_count=len(funcs),
+                decoupled=config.decoupled,
+                inputs=resolve_tensors(inputs, "INPUT"),
+                outputs=resolve_tensors(outputs, "OUTPUT"),
+                response_cache=config.response_cache,
+            )
+        except TypeError as exc:
+            raise PyTritonValidationError(f"model {model_name!r}: {exc}") from None
+        validate_config(model_config)
+        with self._changed:
+            if self._state in (_State.STOPPING, _State.STOPPED):
+                raise PyTritonInvalidOperationError(f"cannot bind model {model_name!r}: this Triton is stopped")
+            if model_name in self._models:
+                raise PyTritonInvalidOperationError(f"a model named {model_name!r} is bound already")
+            model = Model(model_config, funcs, strict=strict, tag=f"t{self._id}m{next(self._tags)}")
+            self._models[model_name] = model
+            if self._state is _State.RUNNING:
+                self._load(model)
+
+    def _load(self, model: Model) -> None:
+        """Start a model's workers and have the running server load it."""
+        try:
+            model.setup(self._workspace.model_repository, self._workspace.sockets, self._on_unrecoverable)
+            self._control.load(model.name, _LOAD_TIMEOUT_S)
+        except ControlError as exc:
+            self._models.pop(model.name, None)
+            model.teardown(self._workspace.model_repository)
+            raise PyTritonServerError(
+                f"tritonserver failed to load model {model.name!r}: {exc}", log_tail=self._server.log_tail()
+            ) from None
+        except BaseException:
+            self._models.pop(model.name, None)
+            model.teardown(self._workspace.model_repository)
+            raise
+        logger.info("model %s loaded", model.name)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Start the server in the background; returns when every bound model is ready.
+
+        Raises:
+            PyTritonServerError: the server failed to start or to load a model; the message shows
+                the end of the server log.
+        """
+        with self._changed:
+            if self._state is _State.RUNNING:
+                return
+            if self._state is not _State.NEW:
+                raise PyTritonInvalidOperationError("this Triton was stopped; create a new one")
+            try:
+                self._start()
+            except BaseException:
+                self._shutdown()
+                raise
+            self._state = _State.RUNNING
+            _live.add(self)
+
+    def _start(self) -> None:
+        unlink_orphaned_segments()
+        bundle = find_bundle()
+        config = self._config
+        check_ports_free(config.ports, _bind_address(config))
+        self._workspace = Workspace(bundle, self._workspace_path)
+        for model in self._models.values():
+            model.setup(self._workspace.model_repository, self._workspace.sockets, self._on_unrecoverable)
+        repositories = [self._workspace.model_repository]
+        if config.model_repository is not None:
+            repositories.append(pathlib.Path(config.model_repository))
+        argv = server_argv(
+            config,
+            binary=bundle.binary,
+            model_repositories=repositories,
+            backend_directory=self._workspace.backends,
+            cache_directory=bundle.caches,
+            startup_models=list(self._models),
+        )
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            [*bundle.library_path(), *filter(None, env.get("LD_LIBRARY_PATH", "").split(os.pathsep))]
+        )
+        log_file = pathlib.Path(config.log_file) if config.log_file else self._workspace.log_file
+        logger.debug("starting %s", " ".join(argv))
+        self._server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
+        self._server.add_exit_listener(self._on_server_exit)
+        self._server.start(_START_TIMEOUT_S)
+        if config.allow_http is not False:
+            self._control = ServerControl(_connect_host(config.http_address), config.ports["HTTP"])
+            for model in self._models.values():
+                if not self._control.model_ready(model.name, model.config.model_version):
+                    raise PyTritonServerError(
+                        f"model {model.name!r} is not ready after start", log_tail=self._server.log_tail()
+                    )
+        logger.info("Triton ready: %s", ", ".join(f"{k} on port {v}" for k, v in config.ports.items()))
+
+    def serve(self) -> None:
+        """Run the server and block until SIGINT or SIGTERM (or :meth:`stop`), then stop it.
+
+        Signal handlers are installed only when called from the main thread; from another
+        thread, call :meth:`stop` to end it.
+        """
+        self.run()
+        restore = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                restore[signum] = signal.signal(signum, self._on_signal)
+        try:
+            self._stop_requested.wait()
+        finally:
+            for signum, handler in restore.items():
+                signal.signal(signum, handler)
+            self.stop()
+
+    def _on_signal(self, signum, _frame) -> None:
+        logger.info("received %s; stopping", signal.Signals(signum).name)
+        self._stop_requested.set()
+
+    def _on_unrecoverable(self, error: BaseException) -> None:
+        # Called from a worker thread: stopping joins workers, so it runs on its own thread.
+        logger.error("unrecoverable error in an inference callable; stopping the server: %s", error)
+        self._failure = error
+        self._stop_requested.set()
+        threading.Thread(target=self.stop, name="pytriton_like-stop", daemon=True).start()
+
+    def _on_server_exit(self, returncode: int) -> None:
+        if self._state is _State.RUNNING:
+            logger.error("tritonserver exited unexpectedly with code %s", returncode)
+            self._stop_requested.set()
+
+    def is_alive(self) -> bool:
+        """Whether the server runs and serves."""
+        return self._state is _State.RUNNING and self._server is not None and self._server.returncode is None
+
+    def stop(self) -> bool:
+        """Stop the server, its workers, and remove the workspace; safe to call many times.
+
+        Returns:
+            True if this call stopped it, False if it was not running.
+        """
+        with self._changed:
+            if self._state in (_State.STOPPING, _State.STOPPED):
+                return False
+            was_running = self._state is _State.RUNNING
+            self._state = _State.STOPPING
+        self._stop_requested.set()
+        self._shutdown()
+        with self._changed:
+            self._state = _State.STOPPED
+            self._changed.notify_all()
+        _live.discard(self)
+        return was_running
+
+    def _shutdown(self) -> None:
+        if self._server is not None:
+            exit_timeout = self._config.exit_timeout_secs or _DEFAULT_EXIT_TIMEOUT_S
+            self._server.stop(timeout_s=exit_timeout + 5)
+        if self._workspace is not None:
+            for model in self._models.values():
+                model.teardown(self._workspace.model_repository)
+            self._workspace.close()
+        unlink_segments(os.getpid(), f"t{self._id}m")
+        logger.info("Triton stopped")
+
+
+def _bind_address(config: TritonConfig) -> str:
+    return config.http_address or "0.0.0.0"
+
+
+def _connect_host(address: Optional[str]) -> str:
+    return "127.0.0.1" if address in (None, "", "0.0.0.0") else address
+
+
+@atexit.register
+def _stop_all() -> None:
+    for triton in list(_live):
+        triton.stop()
