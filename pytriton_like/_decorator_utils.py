@@ -1,0 +1,493 @@
+"""Machinery behind :mod:`pytriton_like.decorators` (private; no public API here).
+
+Three pieces:
+
+* **Where a callable's Triton context lives.** ``attach_triton_context`` registers the context
+  under the *innermost* callable of a decorator stack (followed through ``__wrapped__``, bound
+  methods and ``functools.partial``) and the instance it is bound to. A decorator anywhere in
+  the stack resolves the same pair from the ``wrapped``/``instance`` wrapt hands it, so every
+  layer finds the context without knowing which layer is outermost.
+* **One decorator body for sync and async callables.** A decorator's logic is a generator of
+  calls (*steps*): it yields ``(args, kwargs)`` for each call of the wrapped callable and receives
+  the result. :func:`drive` runs the steps, and when the callable turns out to be async it
+  continues them in a coroutine, so the decorated callable stays awaitable.
+* **Numpy helpers**: batch sizes, per-row grouping keys, merging grouped outputs back into one batch.
+"""
+
+import dataclasses
+import functools
+import inspect
+import threading
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, Generator, Hashable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .exceptions import PyTritonBadParameterError, PyTritonValidationError
+from .model_config.triton_model_config import TritonModelConfig
+from .proxy.types import Request
+
+__all__: List[str] = []
+
+TRITON_CONTEXT_FIELD = "triton_context"
+"""Keyword under which ``@triton_context`` passes the context; never treated as a model input."""
+SPECIAL_KEYS = frozenset({TRITON_CONTEXT_FIELD})
+
+Call = Tuple[tuple, Dict[str, Any]]
+Steps = Generator[Call, Any, Any]
+
+_MAX_UNWRAP_DEPTH = 100
+
+
+# --------------------------------------------------------------------------- context registry
+
+
+def unwrap_target(obj: Any, instance: Any = None) -> Tuple[Any, Any]:
+    """Returns ``(innermost callable, bound instance)`` of a possibly decorated, possibly bound callable."""
+    for _ in range(_MAX_UNWRAP_DEPTH):
+        if isinstance(obj, functools.partial):
+            obj = obj.func
+        elif inspect.ismethod(obj):  # also true for wrapt's bound wrappers: they proxy __class__
+            if instance is None:
+                instance = obj.__self__
+            obj = obj.__func__
+        elif getattr(obj, "__wrapped__", None) is not None:
+            obj = obj.__wrapped__
+        else:
+            break
+    if instance is None and callable(obj) and not inspect.isroutine(obj) and not isinstance(obj, type):
+        # An instance of a class with __call__: its (maybe decorated) __call__ is the stack.
+        return unwrap_target(type(obj).__call__, obj)
+    return obj, instance
+
+
+class ContextRegistry:
+    """Contexts attached to callables, keyed by (innermost function, bound instance).
+
+    Holds strong references: a bound model lives as long as the process serves it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # id(function) -> (function, {id(instance): (instance, context)})
+        self._by_function: Dict[int, Tuple[Any, Dict[int, Tuple[Any, Any]]]] = {}
+
+    def attach(self, infer_func: Callable, context: Any) -> None:
+        function, instance = unwrap_target(infer_func)
+        with self._lock:
+            _, bindings = self._by_function.setdefault(id(function), (function, {}))
+            bindings[id(instance)] = (instance, context)
+
+    def find(self, wrapped: Callable, instance: Any = None) -> Optional[Any]:
+        function, instance = unwrap_target(wrapped, instance)
+        entry = self._by_function.get(id(function))
+        if entry is None:
+            return None
+        bindings = entry[1]
+        found = bindings.get(id(instance))
+        if found is None and instance is None and len(bindings) == 1:
+            # A wrapper without __wrapped__ dropped the instance on the way: the only binding is the one meant.
+            found = next(iter(bindings.values()))
+        return None if found is None else found[1]
+
+
+# --------------------------------------------------------------------------- sync/async driver
+
+
+class _Done:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+def _advance(steps: Steps, sent: Any = None, first: bool = False) -> Any:
+    try:
+        return next(steps) if first else steps.send(sent)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+def is_coroutine_callable(obj: Any) -> bool:
+    """Whether calling ``obj`` returns a coroutine (async functions, methods, ``async def __call__``)."""
+    while isinstance(obj, functools.partial):
+        obj = obj.func
+    if inspect.iscoroutinefunction(obj):
+        return True
+    if callable(obj) and not inspect.isroutine(obj) and not isinstance(obj, type):
+        return inspect.iscoroutinefunction(getattr(obj, "__call__", None))
+    return False
+
+
+def drive(wrapped: Callable, steps: Steps) -> Any:
+    """Runs ``steps`` calling ``wrapped``; returns the steps' value, or a coroutine of it for async callables."""
+    if is_coroutine_callable(wrapped):
+        return _drive_async(wrapped, steps)
+    step = _advance(steps, first=True)
+    while not isinstance(step, _Done):
+        args, kwargs = step
+        result = wrapped(*args, **kwargs)
+        if inspect.isawaitable(result):  # async without saying so (e.g. returns a coroutine)
+            return _drive_async(wrapped, steps, result)
+        step = _advance(steps, result)
+    return step.value
+
+
+async def _drive_async(wrapped: Callable, steps: Steps, awaiting: Any = None) -> Any:
+    step = _advance(steps, first=True) if awaiting is None else _advance(steps, await awaiting)
+    while not isinstance(step, _Done):
+        args, kwargs = step
+        result = wrapped(*args, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        step = _advance(steps, result)
+    return step.value
+
+
+def map_result(result: Any, function: Callable[[Any], Any]) -> Any:
+    """Applies ``function`` to a result, or to each item a (sync or async) generator result yields."""
+    if inspect.isgenerator(result):
+        return (function(item) for item in result)
+    if inspect.isasyncgen(result):
+        return _amap(function, result)
+    return function(result)
+
+
+async def _amap(function: Callable[[Any], Any], items: Any) -> Any:
+    async for item in items:
+        yield function(item)
+
+
+# --------------------------------------------------------------------------- requests and arrays
+
+
+def is_request_list(value: Any) -> bool:
+    """Whether ``value`` looks like the list of requests an inference callable receives."""
+    return isinstance(value, (list, tuple)) and all(isinstance(item, Mapping) for item in value)
+
+
+def requests_arg(args: tuple, decorator: str) -> Tuple[List[Mapping], tuple]:
+    """Splits ``(requests, *rest)``; raises when the first positional argument is not a list of requests."""
+    if not args or not is_request_list(args[0]):
+        got = "no positional argument" if not args else f"{type(args[0]).__name__}"
+        raise PyTritonValidationError(
+            f"@{decorator} expects the list of requests as its first positional argument, got {got}; "
+            f"is it placed below a decorator that already turned requests into arrays (@batch, @sample)?"
+        )
+    return list(args[0]), args[1:]
+
+
+def with_data(request: Mapping, data: Dict[str, Any]) -> Mapping:
+    """A copy of ``request`` holding ``data`` (a ``Request`` keeps its parameters and requested outputs)."""
+    if isinstance(request, Request):
+        return dataclasses.replace(request, data=data)
+    return dict(data)
+
+
+def dict_of(request: Mapping) -> Mapping:
+    """The plain dict behind a ``Request`` (faster to compare and iterate), or the mapping itself."""
+    return request.data if isinstance(request, Request) else request
+
+
+def input_kwargs(kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+    """The keyword arguments that are model inputs (not ``triton_context``)."""
+    return {name: value for name, value in kwargs.items() if name not in SPECIAL_KEYS}
+
+
+def leading_dim(value: Any, what: str) -> int:
+    """The size of axis 0 of ``value``; raises naming ``what`` when it has no axis."""
+    shape = np.shape(value)
+    if not shape:
+        raise PyTritonValidationError(f"{what} has no batch axis: got a 0-d value {short_repr(value)}")
+    return shape[0]
+
+
+def common_batch_size(arrays: Mapping[str, Any], where: str) -> int:
+    """The batch size shared by all ``arrays``; raises when they disagree or there are none."""
+    if not arrays:
+        raise PyTritonValidationError(f"{where} has no inputs, so its batch size is unknown")
+    try:  # fast path: arrays that agree
+        found = {value.shape[0] for value in arrays.values()}
+        if len(found) == 1:
+            return found.pop()
+    except (AttributeError, IndexError):
+        pass
+    sizes = {name: leading_dim(value, f"{where}: input {name!r}") for name, value in arrays.items()}
+    if len(set(sizes.values())) > 1:
+        raise PyTritonValidationError(f"{where}: inputs disagree on the batch size (axis 0): {sizes}")
+    return next(iter(sizes.values()))
+
+
+def short_repr(value: Any, limit: int = 200) -> str:
+    """``repr`` on one line, cut to ``limit`` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_responses(result: Any, count: int, decorator: str) -> None:
+    """Raises unless ``result`` is a list/tuple of ``count`` responses."""
+    if not isinstance(result, (list, tuple)) or len(result) != count:
+        got = f"{len(result)} responses" if isinstance(result, (list, tuple)) else f"a {type(result).__name__}"
+        raise PyTritonValidationError(
+            f"@{decorator}: the wrapped callable must return a list with one response per request "
+            f"({count}), got {got}"
+        )
+
+
+def _element_key(element: Any) -> Hashable:
+    if isinstance(element, np.ndarray):
+        return (element.dtype.str, element.shape, element.tobytes())
+    try:
+        hash(element)
+    except TypeError:
+        return repr(element)
+    return element
+
+
+def row_keys(value: Any) -> List[Hashable]:
+    """One hashable key per row (axis-0 item) of ``value``, equal exactly when the rows' contents are equal."""
+    array = np.asarray(value)
+    count = array.shape[0]
+    if count == 0:
+        return []
+    row_shape = array.shape[1:]
+    if array.dtype.kind in "OSU":  # by content, so b"ab" as S2, S5 or object groups together
+        return [(row_shape, tuple(_element_key(item) for item in row.ravel())) for row in array]
+    flat = np.ascontiguousarray(array).reshape(count, -1)
+    header = (array.dtype.str, row_shape)
+    if count > 1 and np.array_equal(flat, np.broadcast_to(flat[:1], flat.shape)):
+        key = (header, flat[0].tobytes())  # all rows equal: the common case, one vectorised test
+        return [key] * count
+    return [(header, row.tobytes()) for row in flat]
+
+
+_MISSING = ("<missing>",)
+
+
+def group_rows(arrays: Mapping[str, Any], keys: Sequence[str], size: int) -> Dict[Hashable, np.ndarray]:
+    """Groups row indices ``0..size-1`` by the values of ``keys`` in ``arrays``, in order of first appearance."""
+    columns = [row_keys(arrays[key]) if key in arrays else [_MISSING] * size for key in keys]
+    groups: Dict[Hashable, List[int]] = {}
+    for row in range(size):
+        groups.setdefault(tuple(column[row] for column in columns), []).append(row)
+    return {key: np.asarray(rows, dtype=np.int64) for key, rows in groups.items()}
+
+
+def merge_groups(results: Sequence[Mapping[str, Any]], indices: Sequence[np.ndarray], decorator: str) -> Dict[str, Any]:
+    """Merges per-group outputs into one batch, putting row ``indices[g][j]`` back from ``results[g][name][j]``."""
+    names = list(results[0])
+    for result in results[1:]:
+        if set(result) != set(names):
+            raise PyTritonValidationError(
+                f"@{decorator}: groups returned different outputs: {sorted(names)} and {sorted(result)}"
+            )
+    order = np.concatenate(indices)
+    merged = {}
+    for name in names:
+        parts = [np.asarray(result[name]) for result in results]
+        for part, rows in zip(parts, indices):
+            if part.ndim == 0 or part.shape[0] != len(rows):
+                raise PyTritonValidationError(
+                    f"@{decorator}: output {name!r} of a group of {len(rows)} rows has shape {part.shape}; "
+                    f"its axis 0 must be the group's batch size"
+                )
+        try:
+            stacked = np.concatenate(parts)
+        except ValueError as exc:
+            raise PyTritonValidationError(
+                f"@{decorator}: output {name!r} has shapes {[part.shape for part in parts]} in different groups, "
+                f"which do not merge into one batch; pass pad_fn=ConstantPadder() to pad them"
+            ) from exc
+        out = np.empty_like(stacked)
+        out[order] = stacked
+        merged[name] = out
+    return merged
+
+
+# --------------------------------------------------------------------------- decorator bodies
+
+
+def concatenate_requests(requests: Sequence[Mapping]) -> Tuple[Dict[str, np.ndarray], List[int]]:
+    """@batch: the requests' inputs concatenated along axis 0, and each request's batch size."""
+    names = list(requests[0])
+    first_keys = dict_of(requests[0]).keys()
+    sizes = []
+    for index, request in enumerate(requests):
+        if index and dict_of(request).keys() != first_keys:
+            raise PyTritonValidationError(
+                f"@batch needs every request in a batch to carry the same inputs: request 0 has {sorted(names)}, "
+                f"request {index} has {sorted(request)}; put @group_by_keys (or @fill_optionals) above @batch"
+            )
+        sizes.append(common_batch_size(dict_of(request), f"@batch: request {index}"))
+    if len(requests) == 1:
+        return dict(requests[0]), sizes
+    inputs = {}
+    for name in names:
+        parts = [np.asarray(dict_of(request)[name]) for request in requests]
+        try:
+            inputs[name] = np.concatenate(parts)
+        except ValueError as exc:
+            raise PyTritonValidationError(
+                f"@batch cannot concatenate input {name!r} of {len(parts)} requests along the batch axis: "
+                f"shapes {[part.shape for part in parts]} differ beyond axis 0"
+            ) from exc
+    return inputs, sizes
+
+
+def split_outputs(result: Any, sizes: List[int], convert: Callable) -> List[Dict[str, Any]]:
+    """@batch: one response per request, slicing axis 0 of the outputs by ``sizes``."""
+    outputs = {name: np.asarray(value) for name, value in convert(result).items()}
+    total = sum(sizes)
+    wrong = [f"{name!r} has shape {value.shape}" for name, value in outputs.items() if value.shape[:1] != (total,)]
+    if wrong:
+        raise PyTritonValidationError(
+            f"@batch: every output needs the batch size {total} (the sum of the requests' batch sizes "
+            f"{sizes}) on axis 0, but {', '.join(wrong)}"
+        )
+    if len(sizes) == 1:
+        return [outputs]
+    responses, start = [], 0
+    for size in sizes:
+        responses.append({name: value[start : start + size] for name, value in outputs.items()})
+        start += size
+    return responses
+
+
+def values_kwargs_steps(keys, pad_fn, args, kwargs, convert):
+    """@group_by_values below @batch: one call per sub-batch of rows with equal key values."""
+    inputs = input_kwargs(kwargs)
+    size = common_batch_size(inputs, "@group_by_values")
+    groups = list(group_rows(inputs, keys, size).values())
+    if len(groups) <= 1:
+        return (yield args, kwargs)
+    extras = {name: value for name, value in kwargs.items() if name in SPECIAL_KEYS}
+    results = []
+    for rows in groups:
+        result = yield args, {**extras, **{name: value[rows] for name, value in inputs.items()}}
+        results.append(convert(result))
+    if pad_fn is not None:
+        results = list(pad_fn(results))
+    return merge_groups(results, groups, "group_by_values")
+
+
+def values_requests_steps(keys, pad_fn, requests, args, kwargs):
+    """@group_by_values above @batch: one call per group of (parts of) requests with equal key values."""
+    sizes = [common_batch_size(request, f"@group_by_values: request {index}") for index, request in enumerate(requests)]
+    groups: Dict[Any, List[Tuple[int, np.ndarray]]] = {}
+    for index, (request, size) in enumerate(zip(requests, sizes)):
+        by_value = group_rows(request, keys, size) or {(): np.arange(0)}  # an empty request still gets a response
+        for key, rows in by_value.items():
+            groups.setdefault(key, []).append((index, rows))
+    if len(groups) <= 1:
+        return (yield (requests, *args), kwargs)
+    pieces: List[List[Tuple[np.ndarray, Any]]] = [[] for _ in requests]
+    for members in groups.values():
+        group = [
+            requests[index]
+            if len(rows) == sizes[index]
+            else with_data(requests[index], {name: value[rows] for name, value in requests[index].items()})
+            for index, rows in members
+        ]
+        result = yield (group, *args), kwargs
+        check_responses(result, len(group), "group_by_values")
+        for (index, rows), response in zip(members, result):
+            pieces[index].append((rows, response))
+    responses = []
+    for request_pieces in pieces:
+        if len(request_pieces) == 1:
+            responses.append(request_pieces[0][1])
+            continue
+        rows, results = zip(*request_pieces)
+        if pad_fn is not None:
+            results = pad_fn(list(results))
+        responses.append(merge_groups(list(results), list(rows), "group_by_values"))
+    return responses
+
+
+def common_dtype(name: str, dtypes: List[np.dtype]) -> np.dtype:
+    """ConstantPadder: the dtype arrays of one name are padded into."""
+    kinds = {dtype.kind for dtype in dtypes}
+    if kinds in ({"S"}, {"U"}):
+        return functools.reduce(np.promote_types, dtypes)
+    if len(set(dtypes)) > 1:
+        raise PyTritonValidationError(
+            f"ConstantPadder: {name!r} arrays have different dtypes {sorted(map(str, set(dtypes)))}"
+        )
+    return dtypes[0]
+
+
+def check_defaults(defaults: Dict[str, np.ndarray], config: TritonModelConfig) -> None:
+    """@fill_optionals: raises unless every default fits an input of the model."""
+    specs = {spec.name: spec for spec in config.inputs}
+    problems = []
+    for name, value in defaults.items():
+        spec = specs.get(name)
+        if spec is None:
+            problems.append(f"{name!r} is not an input (inputs: {sorted(specs)})")
+            continue
+        want = np.dtype(spec.dtype)
+        fits = value.dtype.kind in "SUO" if want.kind in "SO" else value.dtype == want
+        if not fits:
+            problems.append(f"{name!r} has dtype {value.dtype}, the input {want}")
+        shape_fits = len(value.shape) == len(spec.shape) and all(w in (-1, h) for h, w in zip(value.shape, spec.shape))
+        if not shape_fits:
+            problems.append(f"{name!r} has shape {value.shape}, the input {tuple(spec.shape)} (without the batch axis)")
+    if problems:
+        raise PyTritonBadParameterError(
+            f"@fill_optionals defaults do not fit model {config.model_name!r}: {'; '.join(problems)}"
+        )
+
+
+def fill_request(request: Mapping, defaults: Dict[str, np.ndarray], batching: bool) -> Mapping:
+    """@fill_optionals: ``request`` with its missing inputs filled in (a copy; unchanged when none miss)."""
+    missing = [name for name in defaults if name not in request]
+    if not missing:
+        return request
+    data = dict(request.items())
+    size = leading_dim(next(iter(request.values())), "@fill_optionals: an input") if request else 1
+    for name in missing:
+        value = defaults[name]
+        data[name] = np.repeat(value[np.newaxis, ...], size, axis=0) if batching else value
+    return with_data(request, data)
+
+
+def first_row(name: str, values: Any, squeeze: bool, strict: bool) -> Any:
+    """@first_value: the first row of ``values``, checked and squeezed as asked."""
+    values = np.asarray(values)
+    if leading_dim(values, f"@first_value: input {name!r}") == 0:
+        raise PyTritonValidationError(f"@first_value: input {name!r} is empty (batch size 0)")
+    first = values[0]
+    if strict and len(values) > 1:
+        same = np.broadcast_to(values[:1], values.shape)
+        if not np.array_equal(values, same, equal_nan=values.dtype.kind in "fc"):
+            raise PyTritonValidationError(
+                f"@first_value: the values of input {name!r} differ across the batch: {short_repr(values)}; "
+                f"group the batch with @group_by_values({name!r}) first, or pass strict=False"
+            )
+    if squeeze and isinstance(first, np.ndarray) and first.size == 1:
+        first = first.reshape(())[()]
+    return first
+
+
+def padded_batch_size(size: int, config: TritonModelConfig) -> int:
+    """@pad_batch: the smallest preferred batch size or max_batch_size that holds ``size``."""
+    preferred = (config.batcher.preferred_batch_size or ()) if config.batcher is not None else ()
+    for candidate in sorted({*preferred, config.max_batch_size}):
+        if candidate >= size:
+            return candidate
+    return size
+
+
+def repeat_last_row(value: Any, target: int) -> np.ndarray:
+    """@pad_batch: ``value`` grown to ``target`` rows by repeating its last row."""
+    value = np.asarray(value)
+    return np.concatenate([value, np.repeat(value[-1:], target - len(value), axis=0)])
+
+
+def trim_outputs(outputs: Dict[str, Any], size: int, target: int) -> Dict[str, Any]:
+    """@pad_batch: outputs of the padded size cut back to ``size`` rows."""
+    trimmed = {}
+    for name, value in outputs.items():
+        value = np.asarray(value)
+        trimmed[name] = value[:size] if value.shape[:1] == (target,) else value
+    return trimmed

@@ -1,0 +1,539 @@
+"""Decorators that adapt simple functions to the inference-callable contract.
+
+A callable bound to Triton is called with a list of requests (one :class:`~pytriton_like.proxy.types.Request`
+per client request in the batch Triton formed) and returns a list of responses, one dict of output
+arrays per request. These decorators, named and behaving as PyTriton's ``pytriton.decorators``, let
+you write something simpler and adapt it. A usual stack, outermost first::
+
+    @fill_optionals(temperature=np.array([0.7], dtype=np.float32))  # list of requests in, must be outermost
+    @group_by_keys                   # calls once per set of input names
+    @batch                           # list of requests -> one keyword array per input
+    @group_by_values("temperature")  # sub-batches with equal temperature (also works above @batch)
+    @first_value("temperature")      # the batch of temperatures -> one scalar
+    @triton_context                  # adds triton_context=TritonContext(model_config=...)
+    def infer(triton_context, prompt, temperature): ...
+
+Every decorator works on functions and methods (through ``wrapt``); ``batch``, ``sample``,
+``group_by_keys``, ``group_by_values`` and ``pad_batch`` also keep an ``async def`` callable
+awaitable, and the others pass its coroutine through. See ``docs/decorators.md``.
+
+The serving side calls :func:`attach_triton_context` on the callable it binds before the first
+call; ``@triton_context``, ``@fill_optionals``, ``@first_value`` and ``@pad_batch`` find that
+context from wherever they sit in the stack.
+"""
+
+import dataclasses
+import functools
+import inspect
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+import wrapt
+
+from ._decorator_utils import (
+    TRITON_CONTEXT_FIELD,
+    SPECIAL_KEYS,
+    ContextRegistry,
+    check_defaults,
+    check_responses,
+    common_batch_size,
+    common_dtype,
+    concatenate_requests,
+    drive,
+    fill_request,
+    first_row,
+    input_kwargs,
+    is_request_list,
+    leading_dim,
+    map_result,
+    padded_batch_size,
+    repeat_last_row,
+    requests_arg,
+    short_repr,
+    split_outputs,
+    trim_outputs,
+    values_kwargs_steps,
+    values_requests_steps,
+    with_data,
+)
+from .exceptions import PyTritonBadParameterError, PyTritonValidationError
+from .model_config.triton_model_config import TritonModelConfig
+
+__all__ = [
+    "ConstantPadder",
+    "InferenceRequest",
+    "InferenceRequests",
+    "InferenceResult",
+    "InferenceResults",
+    "InputNames",
+    "TritonContext",
+    "attach_triton_context",
+    "batch",
+    "convert_output",
+    "fill_optionals",
+    "first_value",
+    "get_inference_request_batch_size",
+    "get_model_config",
+    "get_triton_context",
+    "group_by_keys",
+    "group_by_values",
+    "pad_batch",
+    "sample",
+    "triton_context",
+]
+
+InputNames = List[str]
+InferenceRequest = Dict[str, np.ndarray]
+InferenceRequests = Union[List[InferenceRequest], Tuple[InferenceRequest, ...]]
+InferenceResult = Dict[str, np.ndarray]
+InferenceResults = Union[List[InferenceResult], Tuple[InferenceResult, ...]]
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonContext:
+    """What Triton tells a bound callable about the model it serves.
+
+    Attributes:
+        model_config: the resolved configuration of the model (inputs, outputs, batching...).
+    """
+
+    model_config: TritonModelConfig
+
+
+_CONTEXTS = ContextRegistry()
+
+
+def attach_triton_context(infer_func: Callable, context: TritonContext) -> None:
+    """Attaches ``context`` to a callable and every decorator in its stack.
+
+    The serving side calls this once per bound callable, before the first call. Outside a server
+    (in tests) call it yourself. The context is keyed by the innermost function of the stack
+    (reached through ``__wrapped__``, so wrappers made with ``functools.wraps`` are fine) and the
+    instance a method is bound to; binding one function object twice attaches the last context.
+
+    Args:
+        infer_func: the callable as bound: a function, a bound method, or an object with ``__call__``.
+        context: the context to attach.
+
+    Raises:
+        PyTritonValidationError: ``infer_func`` is not callable or ``context`` not a ``TritonContext``.
+
+    Example:
+        >>> attach_triton_context(infer_fn, TritonContext(model_config=config))  # doctest: +SKIP
+    """
+    if not callable(infer_func):
+        raise PyTritonValidationError(f"attach_triton_context expects a callable, got {short_repr(infer_func)}")
+    if not isinstance(context, TritonContext):
+        raise PyTritonValidationError(f"attach_triton_context expects a TritonContext, got {type(context).__name__}")
+    _CONTEXTS.attach(infer_func, context)
+
+
+def get_triton_context(wrapped: Callable, instance: Any = None) -> TritonContext:
+    """Returns the context attached to the stack ``wrapped`` belongs to.
+
+    For custom decorators: pass the ``wrapped`` and ``instance`` your wrapt wrapper receives.
+
+    Raises:
+        PyTritonValidationError: no context is attached (the callable was never bound).
+    """
+    context = _CONTEXTS.find(wrapped, instance)
+    if context is None:
+        name = getattr(wrapped, "__qualname__", None) or short_repr(wrapped)
+        raise PyTritonValidationError(
+            f"No Triton context is attached to {name}: bind it to Triton first, or outside a server call "
+            f"attach_triton_context(infer_func, TritonContext(model_config=...)) on the outermost callable"
+        )
+    return context
+
+
+def get_model_config(wrapped: Callable, instance: Any = None) -> TritonModelConfig:
+    """Returns the model config attached to the stack ``wrapped`` belongs to (see :func:`get_triton_context`)."""
+    return get_triton_context(wrapped, instance).model_config
+
+
+def _find_model_config(wrapped: Callable, instance: Any) -> Optional[TritonModelConfig]:
+    context = _CONTEXTS.find(wrapped, instance)
+    return None if context is None else context.model_config
+
+
+def convert_output(
+    outputs: Union[Dict, List, Tuple],
+    wrapped: Optional[Callable] = None,
+    instance: Any = None,
+    model_config: Optional[TritonModelConfig] = None,
+) -> Dict[str, Any]:
+    """Turns a callable's outputs into a dict of outputs.
+
+    A dict is returned as is; a list or tuple is matched, in order, with the model's outputs
+    (from ``model_config``, else from the context attached to ``wrapped``).
+
+    Raises:
+        PyTritonValidationError: a list of the wrong length, or a type that is neither.
+    """
+    if isinstance(outputs, dict):
+        return outputs
+    if isinstance(outputs, (list, tuple)):
+        if model_config is None:
+            model_config = get_model_config(wrapped, instance)
+        names = [spec.name for spec in model_config.outputs]
+        if len(outputs) != len(names):
+            raise PyTritonValidationError(
+                f"The callable returned {len(outputs)} outputs, but model {model_config.model_name!r} "
+                f"declares {len(names)}: {names}"
+            )
+        return dict(zip(names, outputs))
+    raise PyTritonValidationError(
+        f"Unsupported output type {type(outputs).__name__}: return a dict of output name to array, "
+        f"or a list/tuple in the order of the model's outputs"
+    )
+
+
+def get_inference_request_batch_size(inference_request: Mapping[str, np.ndarray]) -> int:
+    """Returns the batch size of a request: axis 0 of its first input.
+
+    Raises:
+        PyTritonValidationError: the request has no inputs or its first input no axis.
+    """
+    if not inference_request:
+        raise PyTritonValidationError("The request has no inputs, so its batch size is unknown")
+    name, value = next(iter(inference_request.items()))
+    return leading_dim(value, f"input {name!r}")
+
+
+# --------------------------------------------------------------------------- batch, sample
+
+
+@wrapt.decorator
+def batch(wrapped, instance, args, kwargs):
+    """Calls the function once per batch with each input concatenated along axis 0 as a keyword array.
+
+    Outputs (a dict, or a list/tuple in the model's output order) must have the batch's total size
+    on axis 0; they are split back into one response per request by the requests' batch sizes.
+    A generator function (streaming) yields outputs that are split the same way.
+
+    Raises:
+        PyTritonValidationError: requests with different input names or incompatible shapes (naming
+            the input), or outputs whose axis 0 is not the total batch size (naming the output).
+
+    Example:
+        >>> @batch
+        ... def infer(a, b):
+        ...     return {"sum": a + b}
+    """
+    requests, rest = requests_arg(args, "batch")
+    convert = functools.partial(convert_output, wrapped=wrapped, instance=instance)
+    return drive(wrapped, _batch_steps(requests, rest, kwargs, convert))
+
+
+def _batch_steps(requests, args, kwargs, convert):
+    if not requests:
+        return []
+    inputs, sizes = concatenate_requests(requests)
+    result = yield args, {**kwargs, **inputs}
+    return map_result(result, functools.partial(split_outputs, sizes=sizes, convert=convert))
+
+
+@wrapt.decorator
+def sample(wrapped, instance, args, kwargs):
+    """Calls the function once per request with the request's inputs as keyword arrays, as they came.
+
+    Meant for models without batching. PyTriton's ``@sample`` serves only the first request of the
+    list; this one serves each request in turn and returns their responses in order. A generator
+    function (streaming) serves one request per call.
+
+    Example:
+        >>> @sample
+        ... def infer(sequence):
+        ...     return {"length": np.array([len(sequence)])}
+    """
+    requests, rest = requests_arg(args, "sample")
+    convert = functools.partial(convert_output, wrapped=wrapped, instance=instance)
+    return drive(wrapped, _sample_steps(requests, rest, kwargs, convert))
+
+
+def _sample_steps(requests, args, kwargs, convert):
+    responses = []
+    for request in requests:
+        result = yield args, {**kwargs, **request}
+        if len(requests) == 1:
+            return map_result(result, lambda outputs: [convert(outputs)])
+        if inspect.isgenerator(result) or inspect.isasyncgen(result):
+            raise PyTritonValidationError(
+                f"@sample: a streaming (generator) callable serves one request per call, got {len(requests)}"
+            )
+        responses.append(convert(result))
+    return responses
+
+
+# --------------------------------------------------------------------------- grouping
+
+
+@wrapt.decorator
+def group_by_keys(wrapped, instance, args, kwargs):
+    """Calls the function once per group of requests with the same set of input names.
+
+    Responses come back in the requests' order. Use it above ``@batch`` when some inputs are optional.
+
+    Example:
+        >>> @group_by_keys
+        ... @batch
+        ... def infer(mandatory_input, optional_input=None):
+        ...     ...
+    """
+    requests, rest = requests_arg(args, "group_by_keys")
+    return drive(wrapped, _group_by_keys_steps(requests, rest, kwargs))
+
+
+def _group_by_keys_steps(requests, args, kwargs):
+    groups: Dict[frozenset, List[int]] = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(frozenset(request), []).append(index)
+    responses: List[Any] = [None] * len(requests)
+    for indices in groups.values():
+        group = requests if len(groups) == 1 else [requests[index] for index in indices]
+        result = yield (group, *args), kwargs
+        check_responses(result, len(group), "group_by_keys")
+        for index, response in zip(indices, result):
+            responses[index] = response
+    return responses
+
+
+def group_by_values(*keys: str, pad_fn: Optional[Callable[[InferenceResults], InferenceResults]] = None):
+    """Splits a batch into sub-batches whose rows have equal values of ``keys``; calls once per sub-batch.
+
+    Rows (axis-0 items) are compared by content. Below ``@batch`` (as in PyTriton) it takes the
+    batched keyword arrays and merges the sub-batches' outputs back into the original row order.
+    Above ``@batch`` it takes the list of requests, splits requests whose rows differ, and puts
+    each request's response back together.
+
+    Args:
+        *keys: names of the inputs to group by; an input missing from the call is a value of its own.
+        pad_fn: called with the list of the sub-batches' outputs (dicts of arrays) before they are
+            merged, to make their shapes agree, e.g. :class:`ConstantPadder`.
+
+    Raises:
+        PyTritonBadParameterError: a key is not a string or ``pad_fn`` not callable.
+
+    Example:
+        >>> @batch
+        ... @group_by_values("temperature", pad_fn=ConstantPadder(0))
+        ... def infer(prompt, temperature):
+        ...     ...
+    """
+    if not all(isinstance(key, str) for key in keys):
+        raise PyTritonBadParameterError(f"@group_by_values takes input names, got {keys!r}")
+    if pad_fn is not None and not callable(pad_fn):
+        raise PyTritonBadParameterError(f"@group_by_values: pad_fn must be callable, got {short_repr(pad_fn)}")
+
+    @wrapt.decorator
+    def _group_by_values(wrapped, instance, args, kwargs):
+        convert = functools.partial(convert_output, wrapped=wrapped, instance=instance)
+        if args and is_request_list(args[0]):
+            steps = values_requests_steps(keys, pad_fn, list(args[0]), args[1:], kwargs)
+        else:
+            steps = values_kwargs_steps(keys, pad_fn, args, kwargs, convert)
+        return drive(wrapped, steps)
+
+    return _group_by_values
+
+
+class ConstantPadder:
+    """Pads arrays of the same name in several batches to one shape, so the batches can be concatenated.
+
+    Axis 0 (the batch) is left alone; every other axis grows to the largest size among the batches,
+    filled with ``pad_value`` (``b""``/``""`` for bytes, strings and objects). Byte/string arrays
+    get the widest item size; other arrays of one name must share their dtype.
+
+    Args:
+        pad_value: the value padded in.
+
+    Example:
+        >>> ConstantPadder(0)([{"y": np.ones((1, 2))}, {"y": np.ones((1, 3))}])[0]["y"]
+        array([[1., 1., 0.]])
+    """
+
+    def __init__(self, pad_value=0):
+        """Creates a padder filling with ``pad_value``."""
+        self.pad_value = pad_value
+
+    def __call__(self, batches_list: InferenceResults) -> InferenceResults:
+        """Returns ``batches_list`` with each name's arrays padded to a common shape.
+
+        Raises:
+            PyTritonValidationError: arrays of one name differ in rank or in (non-string) dtype.
+        """
+        padded = [dict(batch) for batch in batches_list]
+        names = list(dict.fromkeys(name for batch in batches_list for name in batch))
+        for name in names:
+            arrays = [(index, np.asarray(batch[name])) for index, batch in enumerate(batches_list) if name in batch]
+            ranks = {array.ndim for _, array in arrays}
+            if len(ranks) > 1 or 0 in ranks:
+                raise PyTritonValidationError(
+                    f"ConstantPadder: {name!r} arrays have shapes {[a.shape for _, a in arrays]}; "
+                    f"they need one rank and a batch axis"
+                )
+            shape = tuple(int(max(sizes)) for sizes in zip(*(array.shape[1:] for _, array in arrays)))
+            dtype = common_dtype(name, [array.dtype for _, array in arrays])
+            fill = self.pad_value if dtype.kind not in "SUO" else ("" if dtype.kind == "U" else b"")
+            for index, array in arrays:
+                if array.shape[1:] == shape and array.dtype == dtype:
+                    padded[index][name] = array
+                    continue
+                out = np.full((array.shape[0], *shape), fill, dtype=dtype)
+                out[(slice(None), *(slice(0, size) for size in array.shape[1:]))] = array
+                padded[index][name] = out
+        return padded
+
+
+# --------------------------------------------------------------------------- filling and reshaping inputs
+
+
+def fill_optionals(**defaults: np.ndarray):
+    """Fills inputs missing from a request with default values.
+
+    Defaults are numpy arrays without the batch axis; for a batching model each is repeated to the
+    request's batch size. Place it first (outermost): it takes the list of requests, and filling
+    early lets ``@group_by_keys``/``@group_by_values`` form larger groups. When the model config is
+    known (the callable is bound), the defaults are checked against the model's inputs once: the
+    name must be an input, the dtype and shape (``-1`` matching any size) must agree.
+
+    Args:
+        **defaults: input name to default value.
+
+    Raises:
+        PyTritonBadParameterError: a default is not a numpy array, or does not fit the model's inputs.
+        PyTritonValidationError: the decorator is not given the list of requests (not outermost).
+
+    Example:
+        >>> @fill_optionals(temperature=np.array([0.7], dtype=np.float32))
+        ... @batch
+        ... def infer(prompt, temperature):
+        ...     ...
+    """
+    not_arrays = [
+        f"{name}={short_repr(value, 60)}" for name, value in defaults.items() if not isinstance(value, np.ndarray)
+    ]
+    if not_arrays:
+        raise PyTritonBadParameterError(f"@fill_optionals defaults must be numpy arrays, got {', '.join(not_arrays)}")
+    checked: List[Optional[TritonModelConfig]] = [None]
+
+    @wrapt.decorator
+    def _fill_optionals(wrapped, instance, args, kwargs):
+        if not (args and is_request_list(args[0])):
+            raise PyTritonValidationError(
+                "@fill_optionals takes the list of requests: put it first (outermost) in the decorator stack"
+            )
+        config = _find_model_config(wrapped, instance)
+        if config is not None and checked[0] is not config:
+            check_defaults(defaults, config)
+            checked[0] = config
+        batching = True if config is None else config.batching
+        requests = [fill_request(request, defaults, batching) for request in args[0]]
+        return wrapped(requests, *args[1:], **kwargs)
+
+    return _fill_optionals
+
+
+def first_value(*keys: str, squeeze_single_values: bool = True, strict: bool = True):
+    """Replaces the batch of each of ``keys`` with its first row (e.g. one temperature for the batch).
+
+    Works below ``@batch`` on keyword arrays, or on the list of requests (per request). Needs a
+    batching model when the model config is known.
+
+    Args:
+        *keys: input names to replace; names absent from a call are left alone.
+        squeeze_single_values: turn a first row of one element into a numpy scalar.
+        strict: check that every row equals the first (raise otherwise).
+
+    Raises:
+        PyTritonBadParameterError: a key is not a string or is ``triton_context``.
+        PyTritonValidationError: rows differ in strict mode, an input has no batch axis or is empty,
+            or the model does not batch.
+
+    Example:
+        >>> @batch
+        ... @group_by_values("temperature")
+        ... @first_value("temperature")
+        ... def infer(prompt, temperature):  # temperature is a scalar
+        ...     ...
+    """
+    if not all(isinstance(key, str) for key in keys):
+        raise PyTritonBadParameterError(f"@first_value takes input names, got {keys!r}")
+    reserved = sorted(SPECIAL_KEYS.intersection(keys))
+    if reserved:
+        raise PyTritonBadParameterError(f"@first_value: {reserved} cannot be used as keys; they are not inputs")
+
+    def _replace(values: Mapping[str, Any]) -> Dict[str, Any]:
+        replaced = dict(values)
+        for key in keys:
+            if key in replaced:
+                replaced[key] = first_row(key, replaced[key], squeeze_single_values, strict)
+        return replaced
+
+    @wrapt.decorator
+    def _first_value(wrapped, instance, args, kwargs):
+        config = _find_model_config(wrapped, instance)
+        if config is not None and not config.batching:
+            raise PyTritonValidationError(
+                f"@first_value needs a model with batching; model {config.model_name!r} has none"
+            )
+        if args and is_request_list(args[0]):
+            requests = [with_data(request, _replace(request)) for request in args[0]]
+            return wrapped(requests, *args[1:], **kwargs)
+        return wrapped(*args, **_replace(kwargs))
+
+    return _first_value
+
+
+@wrapt.decorator
+def pad_batch(wrapped, instance, args, kwargs):
+    """Pads the batch to the nearest preferred batch size or ``max_batch_size`` by repeating its last row.
+
+    The target is the smallest of the dynamic batcher's preferred batch sizes and the model's
+    ``max_batch_size`` that holds the batch. Outputs whose axis 0 has the padded size are cut back
+    to the original size, so ``@batch`` above splits them as usual. Place it below ``@batch``; it
+    needs the model config (the callable must be bound or have a context attached).
+
+    Raises:
+        PyTritonValidationError: no context attached, a model without batching, or not below ``@batch``.
+
+    Example:
+        >>> @batch
+        ... @pad_batch
+        ... def infer(x):  # x always has a preferred or the maximum batch size
+        ...     ...
+    """
+    if args and is_request_list(args[0]):
+        raise PyTritonValidationError("@pad_batch works on batched keyword arrays: put it below @batch")
+    config = get_model_config(wrapped, instance)
+    if not config.batching:
+        raise PyTritonValidationError(f"@pad_batch needs a model with batching; model {config.model_name!r} has none")
+    inputs = input_kwargs(kwargs)
+    size = common_batch_size(inputs, "@pad_batch")
+    target = padded_batch_size(size, config)
+    if target == size or size == 0:
+        return wrapped(*args, **kwargs)
+    padded = {name: repeat_last_row(value, target) for name, value in inputs.items()}
+    return drive(wrapped, _pad_steps(args, {**kwargs, **padded}, size, target, config))
+
+
+def _pad_steps(args, kwargs, size, target, config):
+    result = yield args, kwargs
+    return map_result(result, lambda outputs: trim_outputs(convert_output(outputs, model_config=config), size, target))
+
+
+@wrapt.decorator
+def triton_context(wrapped, instance, args, kwargs):
+    """Passes the attached :class:`TritonContext` as the keyword argument ``triton_context``.
+
+    Example:
+        >>> @triton_context
+        ... def infer(requests, triton_context):
+        ...     names = [spec.name for spec in triton_context.model_config.outputs]
+        ...     ...
+    """
+    context = get_triton_context(wrapped, instance)
+    return wrapped(*args, **{**kwargs, TRITON_CONTEXT_FIELD: context})
