@@ -104,6 +104,8 @@ def _validate_batcher(where: str, config: TritonModelConfig) -> None:
                 f"{where}: preferred_batch_size {size} is outside 1..max_batch_size ({config.max_batch_size})"
             )
     levels = batcher.priority_levels
+    if batcher.preserve_ordering and levels > 1:
+        raise PyTritonValidationError(f"{where}: Triton allows preserve_ordering only with at most one priority level")
     if levels and not 1 <= batcher.default_priority_level <= levels:
         raise PyTritonValidationError(
             f"{where}: default_priority_level must be within 1..priority_levels ({levels}),"

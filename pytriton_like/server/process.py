@@ -4,6 +4,7 @@ import collections
 import ctypes
 import enum
 import logging
+import re
 import os
 import pathlib
 import signal
@@ -20,6 +21,10 @@ logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 _TAIL_LINES = 40
+# glog error lines ("E1121 15:28:43.7 ...") and the final "error: ..." tritonserver prints.
+_ERROR_LINE = re.compile(r"^(E\d{4} |error: )")
+# Printed at every start on a machine without a GPU; not worth showing in an error.
+_HARMLESS = ("CudaDriverHelper has not been initialized",)
 # Lines tritonserver prints once an endpoint accepts connections.
 _STARTED = {"HTTP": "Started HTTPService at", "gRPC": "Started GRPCInferenceService at", "metrics": "Started Metrics Service at"}
 
@@ -63,6 +68,7 @@ class ServerProcess:
         self._endpoints = set(endpoints)
         self._started: set = set()
         self._tail: collections.deque = collections.deque(maxlen=_TAIL_LINES)
+        self._errors: collections.deque = collections.deque(maxlen=_TAIL_LINES)
         self._state = ServerState.NEW
         self._changed = threading.Condition()
         self._process: Optional[subprocess.Popen] = None
@@ -93,8 +99,9 @@ class ServerProcess:
         if self._spawn_error is not None:
             raise PyTritonServerError(f"cannot run {self._argv[0]}: {self._spawn_error}") from self._spawn_error
         if state is ServerState.EXITED:
+            errors = "\n".join(self._errors)
             raise PyTritonServerError(
-                f"tritonserver exited with code {self.returncode} while starting", log_tail=self.log_tail()
+                f"tritonserver exited with code {self.returncode} while starting:\n{errors}", log_tail=self.log_tail()
             )
         if not done:
             self.stop(timeout_s=5)
@@ -131,6 +138,8 @@ class ServerProcess:
                 log.write(line)
                 text = line.decode("utf-8", "replace").rstrip()
                 self._tail.append(text)
+                if _ERROR_LINE.match(text) and not any(harmless in text for harmless in _HARMLESS):
+                    self._errors.append(text)
                 if self._state is ServerState.STARTING:
                     self._note_started(text)
         self._process.stdout.close()

@@ -1,0 +1,87 @@
+"""Fixtures for tests against the real tritonserver; each checks that nothing is left behind."""
+
+import contextlib
+import os
+import socket
+import time
+
+import psutil
+import pytest
+
+from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
+from pytriton_like.triton import TritonConfig
+
+_SERVER_NAMES = ("tritonserver", "triton_python_backend_stub")
+_GRACE_S = 10
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def free_config(**fields) -> TritonConfig:
+    """A TritonConfig on three free ports."""
+    return TritonConfig(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), **fields)
+
+
+def server_processes() -> set:
+    """tritonserver and stub processes working in a pytriton_like workspace."""
+    found = set()
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or ())
+        if "/pytriton_like-" in cmdline and any(name in cmdline for name in _SERVER_NAMES):
+            found.add(process.info["pid"])
+    return found
+
+
+def shm_segments() -> set:
+    return {name for name in os.listdir(SHM_DIR) if name.startswith((SEGMENT_PREFIX, "triton_python_backend"))}
+
+
+def port_listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def leftovers(processes_before: set, segments_before: set, ports=()) -> dict:
+    """What a test left: new server processes, new shared-memory segments, listening ports.
+
+    Polls for a short grace period: a process that is exiting is not a leak.
+    """
+    deadline = time.monotonic() + _GRACE_S
+    while True:
+        left = {
+            "processes": server_processes() - processes_before,
+            "segments": shm_segments() - segments_before,
+            "ports": {port for port in ports if port_listening(port)},
+        }
+        if not any(left.values()) or time.monotonic() > deadline:
+            return {key: value for key, value in left.items() if value}
+        time.sleep(0.2)
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(request):
+    """Every functional test leaves no server process and no shared-memory segment.
+
+    Tests on a shared (module-scoped) server are checked when that server stops instead.
+    """
+    if any(name in request.fixturenames for name in SHARED_SERVER_FIXTURES):
+        yield
+        return
+    processes, segments = server_processes(), shm_segments()
+    yield
+    assert leftovers(processes, segments) == {}
+
+
+SHARED_SERVER_FIXTURES = {"server"}
+
+
+@contextlib.contextmanager
+def checked_for_leaks():
+    """Wraps a server shared by several tests: on exit, nothing of it may remain."""
+    processes, segments = server_processes(), shm_segments()
+    yield
+    assert leftovers(processes, segments) == {}

@@ -1,0 +1,157 @@
+"""Starting, stopping and failing: what users see from the Triton object."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonServerError, PyTritonValidationError
+from pytriton_like.model_config import ModelConfig, Tensor
+from pytriton_like.triton import Triton, TritonConfig
+
+from .conftest import free_config, free_port, port_listening
+
+FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
+FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
+
+
+def identity(requests):
+    return [{"y": request["x"]} for request in requests]
+
+
+def test_stop_is_idempotent_and_frees_the_ports():
+    config = free_config()
+    triton = Triton(config=config)
+    triton.bind(model_name="Identity", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+    triton.run()
+    assert triton.is_alive()
+    assert triton.stop() is True
+    assert triton.stop() is False
+    assert not triton.is_alive()
+    assert not any(port_listening(port) for port in (config.http_port, config.grpc_port, config.metrics_port))
+    with pytest.raises(PyTritonInvalidOperationError, match="stopped"):
+        triton.bind(model_name="Again", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+
+
+def test_port_in_use_is_named_in_the_error():
+    config = free_config()
+    with Triton(config=config) as first:
+        first.run()
+        with pytest.raises(PyTritonServerError, match=f"HTTP port {config.http_port} is already in use"):
+            with Triton(config=config) as second:
+                second.run()
+
+
+def test_model_that_fails_to_load_shows_the_server_log(monkeypatch):
+    # A config.pbtxt Triton refuses, as if rendering had a bug: the error must carry Triton's words.
+    monkeypatch.setattr("pytriton_like.models.repository.render_config", lambda config: 'name: "Broken"\nbogus_field: 1\n')
+    with pytest.raises(PyTritonServerError) as raised:
+        with Triton(config=free_config()) as triton:
+            triton.bind(model_name="Broken", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+            triton.run()
+    message = str(raised.value)
+    assert "tail of the tritonserver log" in message
+    assert "'Broken'" in message and "config.pbtxt" in message
+
+
+def test_bad_bindings_are_refused_before_anything_starts():
+    with Triton(config=free_config()) as triton:
+        with pytest.raises(PyTritonValidationError, match="must be callable"):
+            triton.bind(model_name="NotCallable", infer_func=42, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+        with pytest.raises(PyTritonValidationError, match="each dimension"):
+            triton.bind(model_name="BadShape", infer_func=identity,
+                        inputs=[Tensor(name="x", dtype=np.float32, shape=(0,))], outputs=FLOAT_OUT)
+        triton.bind(model_name="Once", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+        with pytest.raises(PyTritonInvalidOperationError, match="bound already"):
+            triton.bind(model_name="Once", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+
+
+def test_config_from_environment_and_constructor_wins(monkeypatch, tmp_path):
+    http_port, grpc_port = free_port(), free_port()
+    log_file = tmp_path / "server.log"
+    monkeypatch.setenv("PYTRITON_TRITON_CONFIG_HTTP_PORT", str(http_port))
+    monkeypatch.setenv("PYTRITON_TRITON_CONFIG_GRPC_PORT", "1")  # overridden below
+    monkeypatch.setenv("PYTRITON_TRITON_CONFIG_METRICS_PORT", str(free_port()))
+    monkeypatch.setenv("PYTRITON_TRITON_CONFIG_LOG_VERBOSE", "1")
+    monkeypatch.setenv("PYTRITON_TRITON_CONFIG_LOG_FILE", str(log_file))
+    with Triton(config=TritonConfig(grpc_port=grpc_port)) as triton:
+        triton.bind(model_name="Identity", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+        triton.run()
+        assert port_listening(http_port) and port_listening(grpc_port)
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+        assert client.is_model_ready("Identity")
+        client.close()
+    log = log_file.read_text()
+    assert f"Started HTTPService at 0.0.0.0:{http_port}" in log
+
+
+def test_serve_from_another_thread_stops_with_stop():
+    triton = Triton(config=free_config())
+    triton.bind(model_name="Identity", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+    ready = threading.Event()
+    serving = threading.Thread(target=lambda: (triton.run(), ready.set(), triton.serve()))
+    serving.start()
+    assert ready.wait(120)
+    assert triton.is_alive()
+    triton.stop()
+    serving.join(60)
+    assert not serving.is_alive()
+
+
+SERVE_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from pytriton_like.model_config import Tensor
+    from pytriton_like.triton import Triton, TritonConfig
+
+    config = TritonConfig(http_port=int(sys.argv[1]), grpc_port=int(sys.argv[2]), metrics_port=int(sys.argv[3]))
+    with Triton(config=config) as triton:
+        triton.bind(model_name="Identity", infer_func=lambda requests: [{"y": r["x"]} for r in requests],
+                    inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
+                    outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))])
+        triton.run()
+        print("READY", flush=True)
+        triton.serve()
+    print("STOPPED", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_cleanly_on_signal(signum):
+    ports = [free_port() for _ in range(3)]
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVE_SCRIPT, *map(str, ports)], stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ),
+    )
+    try:
+        assert process.stdout.readline().strip() == "READY"
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0
+    assert "STOPPED" in output
+    assert not any(port_listening(port) for port in ports)
+
+
+def test_run_twice_is_harmless_and_models_report_ready():
+    config = free_config()
+    with Triton(config=config) as triton:
+        triton.bind(model_name="Identity", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT,
+                    config=ModelConfig(max_batch_size=2))
+        triton.run()
+        triton.run()
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{config.http_port}")
+        assert client.is_server_ready()
+        assert client.is_model_ready("Identity")
+        client.close()
