@@ -1,0 +1,47 @@
+"""The public names users import, as PyTriton has them, and `__all__` in every module."""
+
+import importlib
+import pkgutil
+
+import pytest
+
+import pytriton_like
+
+PUBLIC = {
+    "pytriton_like.triton": {"Triton", "TritonConfig"},
+    "pytriton_like.model_config": {"DeviceKind", "DynamicBatcher", "ModelConfig", "QueuePolicy", "Tensor", "TimeoutAction"},
+    "pytriton_like.decorators": {
+        "batch", "sample", "group_by_keys", "group_by_values", "fill_optionals", "pad_batch", "first_value",
+        "triton_context", "ConstantPadder",
+    },
+    "pytriton_like.exceptions": {
+        "PyTritonError", "PyTritonValidationError", "PyTritonInvalidOperationError", "PyTritonBadParameterError",
+        "PyTritonModelConfigError", "PyTritonUnrecoverableError",
+    },
+    "pytriton_like.proxy.types": {"Request"},
+}
+
+# Copied into the stub and loaded there as model.py; importing it here would run it.
+NOT_IMPORTABLE = {"pytriton_like.proxy.stub_model", "pytriton_like.proxy.model"}
+
+
+@pytest.mark.parametrize("module_name", sorted(PUBLIC))
+def test_public_names_are_exported(module_name):
+    module = importlib.import_module(module_name)
+    assert PUBLIC[module_name] <= set(module.__all__)
+    for name in PUBLIC[module_name]:
+        assert getattr(module, name) is not None
+
+
+def all_modules():
+    for info in pkgutil.walk_packages(pytriton_like.__path__, "pytriton_like."):
+        if info.name not in NOT_IMPORTABLE and not info.ispkg:
+            yield info.name
+
+
+@pytest.mark.parametrize("module_name", sorted(all_modules()))
+def test_every_module_states_its_public_names(module_name):
+    module = importlib.import_module(module_name)
+    assert hasattr(module, "__all__"), f"{module_name} has no __all__"
+    for name in module.__all__:
+        assert hasattr(module, name), f"{module_name}.__all__ names {name!r}, which it does not define"
