@@ -1,6 +1,5 @@
 """Starting, stopping and failing: what users see from the Triton object."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -127,18 +126,16 @@ SERVE_SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_cleanly_on_signal(signum):
     ports = [free_port() for _ in range(3)]
-    process = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-c", SERVE_SCRIPT, *map(str, ports)], stdout=subprocess.PIPE, text=True,
-        env=dict(os.environ),
-    )
-    try:
-        assert process.stdout.readline().strip() == "READY"
-        process.send_signal(signum)
-        output, _ = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    ) as process:
+        try:
+            assert process.stdout.readline().strip() == "READY"
+            process.send_signal(signum)
+            output, _ = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
     assert process.returncode == 0
     assert "STOPPED" in output
     assert not any(port_listening(port) for port in ports)
