@@ -236,14 +236,15 @@ class Triton:
         """Run the server and block until SIGINT or SIGTERM (or :meth:`stop`), then stop it.
 
         Signal handlers are installed only when called from the main thread; from another
-        thread, call :meth:`stop` to end it.
+        thread, call :meth:`stop` to end it. A signal that comes while the server is still
+        starting interrupts the start as usual (KeyboardInterrupt for SIGINT).
         """
-        self.run()
         restore = {}
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 restore[signum] = signal.signal(signum, self._on_signal)
         try:
+            self.run()
             self._stop_requested.wait()
         finally:
             for signum, handler in restore.items():
@@ -251,6 +252,8 @@ class Triton:
             self.stop()
 
     def _on_signal(self, signum, _frame) -> None:
+        if self._state is not _State.RUNNING:
+            raise KeyboardInterrupt(f"{signal.Signals(signum).name} while starting")
         logger.info("received %s; stopping", signal.Signals(signum).name)
         self._stop_requested.set()
 

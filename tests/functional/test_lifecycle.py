@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -115,8 +116,6 @@ SERVE_SCRIPT = textwrap.dedent(
         triton.bind(model_name="Identity", infer_func=lambda requests: [{"y": r["x"]} for r in requests],
                     inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
                     outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))])
-        triton.run()
-        print("READY", flush=True)
         triton.serve()
     print("STOPPED", flush=True)
     """
@@ -130,7 +129,7 @@ def test_serve_stops_cleanly_on_signal(signum):
         [sys.executable, "-c", SERVE_SCRIPT, *map(str, ports)], stdout=subprocess.PIPE, text=True,
     ) as process:
         try:
-            assert process.stdout.readline().strip() == "READY"
+            wait_until_ready(ports[0], process)
             process.send_signal(signum)
             output, _ = process.communicate(timeout=60)
         finally:
@@ -139,6 +138,22 @@ def test_serve_stops_cleanly_on_signal(signum):
     assert process.returncode == 0
     assert "STOPPED" in output
     assert not any(port_listening(port) for port in ports)
+
+
+def wait_until_ready(http_port, process, timeout_s=120):
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                if client.is_server_ready():
+                    return
+            except Exception:  # noqa: BLE001 - not listening yet
+                pass
+            time.sleep(0.1)
+    finally:
+        client.close()
+    raise AssertionError(f"server on port {http_port} not ready within {timeout_s} s")
 
 
 def test_run_twice_is_harmless_and_models_report_ready():
