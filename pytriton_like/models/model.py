@@ -12,6 +12,7 @@ from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
 from ..worker.calling import make_call
 from ..worker.instance import InstanceWorker
+from ..worker.outputs import OutputChecker
 from .repository import remove_model_entry, write_model_entry
 
 __all__ = ["Model"]
@@ -47,12 +48,14 @@ class Model:
         """Start the workers (their sockets bound) and write the repository entry."""
         self._context = zmq.Context()
         addresses = [f"ipc://{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
+        checker = OutputChecker(self.config.outputs, self.config.batching, self.strict)
         for index, (infer_func, address) in enumerate(zip(self._infer_funcs, addresses)):
             attach_triton_context(infer_func, TritonContext(model_config=self.config))
             self._workers.append(
                 InstanceWorker(
                     model_name=self.name,
                     call=make_call(infer_func),
+                    checker=checker,
                     context=self._context,
                     address=address,
                     owner_pid=os.getpid(),

@@ -5,13 +5,13 @@ import logging
 import threading
 from typing import Callable, List, Optional
 
-import numpy as np
 import zmq
 
 from ..exceptions import PyTritonUnrecoverableError
 from ..proxy.protocol import Kind, Message, ProtocolError, decode_message, encode_message
 from ..proxy.shm import ArenaReader, ArenaWriter
 from ..proxy.types import Request
+from .outputs import OutputChecker, OutputError
 
 __all__ = ["InstanceWorker", "DEFAULT_SHM_THRESHOLD"]
 
@@ -36,6 +36,7 @@ class InstanceWorker:
         *,
         model_name: str,
         call: Callable[[List[Request]], list],
+        checker: OutputChecker,
         context: zmq.Context,
         address: str,
         owner_pid: int,
@@ -45,6 +46,7 @@ class InstanceWorker:
     ):
         self._model_name = model_name
         self._call = call
+        self._checker = checker
         self._on_unrecoverable = on_unrecoverable
         self._threshold = shm_threshold
         self._arena = ArenaWriter(owner_pid, arena_tag)
@@ -70,6 +72,13 @@ class InstanceWorker:
             self._arena.close()
             self._reader.close()
 
+    def _result_item(self, request: Request, response) -> tuple:
+        try:
+            return {}, self._checker.check(response, _batch_size(request), request.requested_output_names)
+        except OutputError as exc:
+            logger.error("model %s: %s", self._model_name, exc)
+            return {"e": f"model {self._model_name!r}: {exc}"}, {}
+
     def _handle(self, frames) -> Optional[list]:
         try:
             message = decode_message(frames, self._reader)
@@ -89,12 +98,13 @@ class InstanceWorker:
         try:
             requests = [_request(item, tensors) for item, tensors in zip(message.items, message.tensors)]
             responses = self._call(requests)
-            items = _result_items(requests, responses)
+            _check_count(requests, responses)
         except Exception as exc:  # noqa: BLE001 - every failure of the callable becomes an error response
             logger.exception("model %s: the inference callable failed", self._model_name)
             if isinstance(exc, PyTritonUnrecoverableError):
                 self._on_unrecoverable(exc)
             return encode_message(Kind.RESULT, batch_id, error=f"{type(exc).__name__}: {exc}")
+        items = [self._result_item(request, response) for request, response in zip(requests, responses)]
         try:
             return encode_message(Kind.RESULT, batch_id, items, arena=self._arena, threshold=self._threshold)
         except (TypeError, ValueError, MemoryError, OSError) as exc:
@@ -111,21 +121,17 @@ def _request(item, tensors) -> Request:
     )
 
 
-def _result_items(requests: List[Request], responses) -> list:
+def _check_count(requests: List[Request], responses) -> None:
     if not isinstance(responses, (list, tuple)):
         raise TypeError(
             f"the inference callable must return a list with one dict of outputs per request,"
             f" got {type(responses).__name__}"
         )
     if len(responses) != len(requests):
-        raise ValueError(
-            f"the inference callable returned {len(responses)} responses for {len(requests)} requests"
-        )
-    items = []
-    for request, response in zip(requests, responses):
-        if not hasattr(response, "items"):
-            raise TypeError(f"each response must be a dict of output name to array, got {type(response).__name__}")
-        wanted = request.requested_output_names
-        outputs = {name: np.asarray(value) for name, value in response.items() if not wanted or name in wanted}
-        items.append(({}, outputs))
-    return items
+        raise ValueError(f"the inference callable returned {len(responses)} responses for {len(requests)} requests")
+
+
+def _batch_size(request: Request) -> Optional[int]:
+    for array in request.data.values():
+        return array.shape[0] if array.ndim else None
+    return None

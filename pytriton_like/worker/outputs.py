@@ -1,0 +1,60 @@
+"""Check and convert what a callable returned against the model's declared outputs."""
+
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..model_config.triton_model_config import TensorSpec
+
+__all__ = ["OutputChecker", "OutputError"]
+
+_BYTES_KINDS = "OSU"
+
+
+class OutputError(ValueError):
+    """One response's outputs do not match the model's declared outputs."""
+
+
+class OutputChecker:
+    """Turns one response into arrays fit for the relay.
+
+    Without ``strict``, an output is cast to its declared dtype when numpy deems the cast safe
+    (``same_kind``: float64 to float32, int64 to int32...). With ``strict``, an undeclared name,
+    another dtype or a batch size other than the request's is an error naming the output.
+    """
+
+    def __init__(self, outputs: Sequence[TensorSpec], batching: bool, strict: bool):
+        self._specs: Dict[str, TensorSpec] = {spec.name: spec for spec in outputs}
+        self._batching = batching
+        self._strict = strict
+
+    def check(self, response: Any, batch_size: Optional[int], wanted) -> Dict[str, np.ndarray]:
+        """The response's outputs as arrays (only ``wanted`` ones when given)."""
+        if not isinstance(response, Mapping):
+            raise OutputError(f"each response must be a dict of output name to array, got {type(response).__name__}")
+        arrays = {}
+        for name, value in response.items():
+            spec = self._specs.get(name)
+            if spec is None and self._strict:
+                raise OutputError(f"output {name!r} is not declared; declared outputs: {', '.join(self._specs)}")
+            if wanted and name not in wanted:
+                continue
+            array = np.asarray(value)
+            arrays[name] = array if spec is None else self._check_one(spec, array, batch_size)
+        return arrays
+
+    def _check_one(self, spec: TensorSpec, array: np.ndarray, batch_size: Optional[int]) -> np.ndarray:
+        name = spec.name
+        if spec.dtype in (np.bytes_, np.str_, object):
+            if array.dtype.kind not in _BYTES_KINDS:
+                raise OutputError(f"output {name!r} must hold bytes or str, got dtype {array.dtype}")
+        elif array.dtype != spec.dtype:
+            expected = np.dtype(spec.dtype)
+            if self._strict or not np.can_cast(array.dtype, expected, casting="same_kind"):
+                raise OutputError(f"output {name!r} has dtype {array.dtype}, expected {expected}")
+            array = array.astype(expected)
+        if self._strict and self._batching and batch_size is not None:
+            if array.ndim == 0 or array.shape[0] != batch_size:
+                rows = "no batch axis" if array.ndim == 0 else f"{array.shape[0]} rows"
+                raise OutputError(f"output {name!r} has {rows}, expected {batch_size} (the request's batch size)")
+        return array
