@@ -1,5 +1,6 @@
 """The user-process end of one model instance's relay: receive a batch, run the callable, reply."""
 
+import functools
 import json
 import logging
 import threading
@@ -58,11 +59,20 @@ class InstanceWorker:
         self._thread.start()
 
     def _serve(self) -> None:
+        handle = self._handle
         try:
             while True:
                 frames = self._socket.recv_multipart(copy=False)
                 peer, frames = frames[0], frames[1:]
-                reply = self._handle(frames)
+                try:
+                    reply = handle(frames)
+                except zmq.ContextTerminated:
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - a dead worker must answer, not go silent
+                    logger.critical("model %s: worker failed; failing every request from now on", self._model_name,
+                                    exc_info=True)
+                    handle = functools.partial(self._refuse, f"{type(exc).__name__}: {exc}")
+                    reply = handle(frames)
                 if reply is not None:
                     self._socket.send_multipart([peer, *reply], copy=False)
         except zmq.ContextTerminated:
@@ -71,6 +81,17 @@ class InstanceWorker:
             self._socket.close(linger=0)
             self._arena.close()
             self._reader.close()
+
+    def _refuse(self, reason: str, frames) -> Optional[list]:
+        """The handler of a worker that failed: every batch gets an error saying why."""
+        try:
+            message = decode_message(frames, self._reader)
+        except ProtocolError:
+            return None
+        if message.kind is Kind.HELLO:
+            return encode_message(Kind.WELCOME, extra={"shm_threshold": self._threshold})
+        error = f"the worker of model {self._model_name!r} failed and serves no more requests: {reason}"
+        return encode_message(Kind.RESULT, message.batch_id, error=error)
 
     def _result_item(self, request: Request, response) -> tuple:
         try:
