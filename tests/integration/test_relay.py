@@ -1,0 +1,570 @@
+"""The proxy model (as Triton's stub would run it) against the real worker, over real ZeroMQ ipc
+sockets and /dev/shm, with a stand-in for the stub's ``triton_python_backend_utils``."""
+
+import contextlib
+import gc
+import importlib
+import itertools
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import types
+import warnings
+
+import numpy as np
+import pytest
+import zmq
+
+from pytriton_like.exceptions import PyTritonUnrecoverableError
+from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
+from pytriton_like.models.repository import write_model_entry
+from pytriton_like.proxy.protocol import Kind, decode_message, encode_message
+from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
+from pytriton_like.worker.calling import make_call
+from pytriton_like.worker.instance import DEFAULT_SHM_THRESHOLD, InstanceWorker
+from pytriton_like.worker.outputs import OutputChecker
+
+pytestmark = pytest.mark.timeout(60)
+
+MODEL = "Relay"
+BIG = DEFAULT_SHM_THRESHOLD * 2  # bytes: well past the threshold
+_tags = itertools.count()
+
+
+# -- a stand-in for the stub's triton_python_backend_utils ---------------------------------------
+
+
+class FakeTensor:
+    def __init__(self, name, array):
+        self._name = name
+        self._array = array
+
+    def name(self):
+        return self._name
+
+    def as_numpy(self):
+        return self._array
+
+
+class FakeTritonError:
+    def __init__(self, message):
+        self._message = message
+
+    def message(self):
+        return self._message
+
+
+class FakeInferenceResponse:
+    def __init__(self, output_tensors, error=None):
+        # The stub copies the outputs into its own shared memory once execute() returns; so do we.
+        self.outputs = {tensor.name(): np.array(tensor.as_numpy(), copy=True) for tensor in output_tensors}
+        self.error = error
+
+    def has_error(self):
+        return self.error is not None
+
+
+class FakeInferenceRequest:
+    def __init__(self, inputs, parameters=None, requested=()):
+        self._inputs = [FakeTensor(name, np.asarray(array)) for name, array in inputs.items()]
+        self._parameters = json.dumps(parameters or {})
+        self._requested = list(requested)
+
+    def inputs(self):
+        return self._inputs
+
+    def parameters(self):
+        return self._parameters
+
+    def requested_output_names(self):
+        return self._requested
+
+
+def fake_pb_utils():
+    module = types.ModuleType("triton_python_backend_utils")
+    module.Tensor = FakeTensor
+    module.TritonError = FakeTritonError
+    module.InferenceResponse = FakeInferenceResponse
+    module.InferenceRequest = FakeInferenceRequest
+    return module
+
+
+@pytest.fixture
+def proxy_module(monkeypatch):
+    """pytriton_like.proxy.model, importable only with the stub's module installed."""
+    fake = fake_pb_utils()
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", fake)
+    module = importlib.import_module("pytriton_like.proxy.model")
+    monkeypatch.setattr(module, "pb_utils", fake)
+    return module
+
+
+# -- the relay under test ------------------------------------------------------------------------
+
+
+def our_segments() -> set:
+    stem = f"{SEGMENT_PREFIX}{os.getpid()}-"
+    return {name for name in os.listdir(SHM_DIR) if name.startswith(stem)}
+
+
+def spec(name, dtype=np.float32):
+    return TensorSpec(name=name, shape=(-1,), dtype=dtype)
+
+
+class Relay:
+    """Workers for ``calls`` bound on ipc sockets, the repository entry they announce, and proxies."""
+
+    def __init__(self, base, calls, shm_threshold=DEFAULT_SHM_THRESHOLD):
+        self.tag = f"it{os.getpid() % 1000}x{next(_tags)}"
+        self.repository = base / "repository"
+        # ipc paths must stay under ~100 characters: pytest's tmp_path can be longer.
+        self.sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
+        self.context = zmq.Context()
+        self.unrecoverable = []
+        self.proxies = []
+        self.threads = []
+        try:
+            self._start(calls, shm_threshold)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, calls, shm_threshold):
+        addresses = [f"ipc://{self.sockets}/{self.tag}-{index}" for index in range(len(calls))]
+        for index, (call, address) in enumerate(zip(calls, addresses)):
+            InstanceWorker(
+                model_name=MODEL,
+                call=make_call(call),
+                # No declared outputs and not strict: outputs pass as returned (checks are unit-tested).
+                checker=OutputChecker((), batching=True, strict=False),
+                context=self.context,
+                address=address,
+                owner_pid=os.getpid(),
+                arena_tag=f"{self.tag}-{index}-out",
+                on_unrecoverable=self.unrecoverable.append,
+                shm_threshold=shm_threshold,
+            )
+            self.threads += [t for t in threading.enumerate() if t.name == f"pytriton_like-{self.tag}-{index}-out"]
+        config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
+        relay = {"owner_pid": os.getpid(), "tag": self.tag, "sockets": addresses, "handshake_timeout_s": 10}
+        self.model_dir = write_model_entry(self.repository, config, relay)
+        assert len(self.threads) == len(calls)
+
+    def args(self, index=0) -> dict:
+        return {
+            "model_repository": str(self.model_dir),
+            "model_version": "1",
+            "model_instance_name": f"{MODEL}_0_{index}",
+            "model_name": MODEL,
+        }
+
+    def proxy(self, module, index=0):
+        proxy = module.TritonPythonModel()
+        proxy.initialize(self.args(index))
+        self.proxies.append(proxy)
+        return proxy
+
+    def segment(self, index, direction, generation=1) -> str:
+        return f"{SEGMENT_PREFIX}{os.getpid()}-{self.tag}-{index}-{direction}-{generation}"
+
+    def close(self):
+        if self.context.closed:
+            return
+        for proxy in self.proxies:
+            proxy.finalize()
+        self.proxies = []
+        self.context.term()
+        for thread in self.threads:
+            thread.join(10)
+            assert not thread.is_alive()
+        shutil.rmtree(self.sockets, ignore_errors=True)
+
+
+@pytest.fixture
+def relay(tmp_path):
+    """A factory of relays; every one is closed and leaves no shared memory behind."""
+    assert our_segments() == set()
+    made = []
+
+    def make(*calls, **options):
+        made.append(Relay(tmp_path / str(len(made)), calls, **options))
+        return made[-1]
+
+    yield make
+    for one in made:
+        one.close()
+    assert our_segments() == set()
+
+
+def execute(proxy, *requests):
+    responses = proxy.execute(list(requests))
+    assert len(responses) == len(requests)
+    return responses
+
+
+def outputs(response) -> dict:
+    assert not response.has_error(), response.error.message()
+    return response.outputs
+
+
+def doubled(requests):
+    return [{"y": request["x"] * 2} for request in requests]
+
+
+# -- tensors both ways ---------------------------------------------------------------------------
+
+
+def test_small_tensors_both_ways_inline(relay, proxy_module):
+    proxy = relay(doubled).proxy(proxy_module)
+    inputs = [np.arange(n, dtype=np.float32) for n in (1, 5, 0)]
+    responses = execute(proxy, *[FakeInferenceRequest({"x": x}) for x in inputs])
+    for x, response in zip(inputs, responses):
+        got = outputs(response)["y"]
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, x * 2)
+    assert our_segments() == set()  # nothing went through shared memory
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint16, np.int32, np.uint64, np.float16, np.float64])
+def test_dtypes_and_shapes_kept(relay, proxy_module, dtype):
+    proxy = relay(lambda requests: [{"y": request["x"]} for request in requests]).proxy(proxy_module)
+    x = (np.arange(24).reshape(2, 3, 4) % 7).astype(dtype)
+    got = outputs(execute(proxy, FakeInferenceRequest({"x": x}))[0])["y"]
+    assert got.dtype == x.dtype and got.shape == x.shape
+    np.testing.assert_array_equal(got, x)
+
+
+def test_large_tensors_both_ways_through_shm(relay, proxy_module):
+    seen = []
+
+    def call(requests):
+        seen.extend(request["x"].nbytes for request in requests)
+        return [{"y": request["x"] + 1, "small": np.array([request["x"].size])} for request in requests]
+
+    one = relay(call)
+    proxy = one.proxy(proxy_module)
+    x = np.random.default_rng(0).standard_normal(BIG // 8)  # float64: BIG bytes
+    x2 = np.arange(BIG // 4 + 3, dtype=np.int32)
+    responses = execute(proxy, FakeInferenceRequest({"x": x}), FakeInferenceRequest({"x": x2}))
+    np.testing.assert_array_equal(outputs(responses[0])["y"], x + 1)
+    np.testing.assert_array_equal(outputs(responses[1])["y"], x2 + 1)
+    assert outputs(responses[1])["small"].tolist() == [x2.size]
+    assert seen == [x.nbytes, x2.nbytes]
+    assert our_segments() == {one.segment(0, "in"), one.segment(0, "out")}
+
+
+def test_mixed_small_and_large_in_one_batch(relay, proxy_module):
+    proxy = relay(doubled).proxy(proxy_module)
+    small, big = np.ones(3, np.float32), np.arange(BIG // 4, dtype=np.float32)
+    responses = execute(proxy, FakeInferenceRequest({"x": small}), FakeInferenceRequest({"x": big}))
+    np.testing.assert_array_equal(outputs(responses[0])["y"], small * 2)
+    np.testing.assert_array_equal(outputs(responses[1])["y"], big * 2)
+
+
+def test_large_output_from_small_input(relay, proxy_module):
+    one = relay(lambda requests: [{"y": np.full(BIG, 7, np.uint8)} for _ in requests])
+    proxy = one.proxy(proxy_module)
+    got = outputs(execute(proxy, FakeInferenceRequest({"x": np.zeros(1, np.float32)}))[0])["y"]
+    assert got.shape == (BIG,) and (got == 7).all()
+    assert our_segments() == {one.segment(0, "out")}
+
+
+def test_arenas_grow_across_batches(relay, proxy_module):
+    one = relay(doubled)
+    proxy = one.proxy(proxy_module)
+    for size in (BIG, 3 << 20, BIG):  # the second is past the first 1 MiB segments
+        x = np.arange(size // 4, dtype=np.float32)
+        np.testing.assert_array_equal(outputs(execute(proxy, FakeInferenceRequest({"x": x}))[0])["y"], x * 2)
+    assert our_segments() == {one.segment(0, "in", 2), one.segment(0, "out", 2)}
+
+
+def test_many_batches_in_a_row(relay, proxy_module):
+    proxy = relay(doubled).proxy(proxy_module)
+    for step in range(50):
+        x = np.full(step % 7 + (BIG if step % 10 == 0 else 0), step, np.int64)
+        np.testing.assert_array_equal(outputs(execute(proxy, FakeInferenceRequest({"x": x}))[0])["y"], x * 2)
+
+
+def test_two_instances_reach_their_own_workers(relay, proxy_module):
+    one = relay(lambda rs: [{"y": r["x"] + 10} for r in rs], lambda rs: [{"y": r["x"] + 20} for r in rs])
+    first, second = one.proxy(proxy_module, 0), one.proxy(proxy_module, 1)
+    x = np.zeros(2, np.int32)
+    assert outputs(execute(second, FakeInferenceRequest({"x": x}))[0])["y"].tolist() == [20, 20]
+    assert outputs(execute(first, FakeInferenceRequest({"x": x}))[0])["y"].tolist() == [10, 10]
+
+
+async def decrement(requests):
+    return [{"y": request["x"] - 1} for request in requests]
+
+
+def collect_leaked_event_loops() -> list:
+    """Collect garbage; return the 'unclosed event loop' warnings that raised (instead of raising later)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    return [str(warning.message) for warning in caught if "unclosed event loop" in str(warning.message)]
+
+
+def test_async_callable(relay, proxy_module):
+    one = relay(decrement)
+    proxy = one.proxy(proxy_module)
+    assert outputs(execute(proxy, FakeInferenceRequest({"x": np.array([5])}))[0])["y"].tolist() == [4]
+    one.close()
+    collect_leaked_event_loops()  # pinned by the xfail below; kept from failing an unrelated later test
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="BUG: worker.calling.make_call creates an event loop for a coroutine function and never closes it "
+    "(ResourceWarning 'unclosed event loop' + its self-pipe sockets once the worker is gone)",
+)
+def test_async_callable_event_loop_is_closed_with_the_worker(relay, proxy_module):
+    one = relay(decrement)
+    outputs(execute(one.proxy(proxy_module), FakeInferenceRequest({"x": np.array([5])}))[0])
+    one.close()
+    assert collect_leaked_event_loops() == []
+
+
+# -- bytes ---------------------------------------------------------------------------------------
+
+
+def test_bytes_tensors_both_ways(relay, proxy_module):
+    received = []
+
+    def call(requests):
+        received.extend(list(request["s"]) for request in requests)
+        return [{"y": np.array([element[::-1] for element in request["s"]], dtype=object)} for request in requests]
+
+    proxy = relay(call).proxy(proxy_module)
+    words = np.array([b"abc\x00", b"", b"\x00\x00", "h\u00e9".encode()], dtype=object)
+    fixed = np.array([b"xy", b"z"], dtype=np.bytes_)
+    responses = execute(proxy, FakeInferenceRequest({"s": words}), FakeInferenceRequest({"s": fixed}))
+    assert received == [list(words), [b"xy", b"z"]]
+    assert list(outputs(responses[0])["y"]) == [b"\x00cba", b"", b"\x00\x00", "h\u00e9".encode()[::-1]]
+    assert list(outputs(responses[1])["y"]) == [b"yx", b"z"]
+
+
+def test_large_bytes_tensors_through_shm(relay, proxy_module):
+    one = relay(lambda requests: [{"y": request["s"]} for request in requests])
+    proxy = one.proxy(proxy_module)
+    words = np.array([bytes([i % 256]) * (i % 97) + b"\x00" for i in range(3000)], dtype=object)
+    assert sum(map(len, words)) > DEFAULT_SHM_THRESHOLD
+    got = outputs(execute(proxy, FakeInferenceRequest({"s": words}))[0])["y"]
+    assert got.dtype == object and list(got) == list(words)
+    assert our_segments() == {one.segment(0, "in"), one.segment(0, "out")}
+
+
+def test_str_outputs_arrive_as_utf8_bytes(relay, proxy_module):
+    proxy = relay(lambda requests: [{"y": np.array(["caf\u00e9", ""])} for _ in requests]).proxy(proxy_module)
+    got = outputs(execute(proxy, FakeInferenceRequest({"x": np.zeros(1)}))[0])["y"]
+    assert list(got) == ["caf\u00e9".encode(), b""]
+
+
+# -- request metadata ----------------------------------------------------------------------------
+
+
+def test_parameters_reach_the_request(relay, proxy_module):
+    seen = []
+
+    def call(requests):
+        seen.extend(request.parameters for request in requests)
+        return [{"y": request["x"]} for request in requests]
+
+    proxy = relay(call).proxy(proxy_module)
+    params = {"temperature": 0.5, "flag": True, "name": "caf\u00e9", "n": 3}
+    execute(proxy, FakeInferenceRequest({"x": np.ones(1)}, parameters=params), FakeInferenceRequest({"x": np.ones(1)}))
+    assert seen == [params, {}]
+
+
+def test_requested_output_names_filter_outputs(relay, proxy_module):
+    seen = []
+
+    def call(requests):
+        seen.extend(request.requested_output_names for request in requests)
+        return [{"a": request["x"], "b": request["x"] + 1, "c": request["x"] + 2} for request in requests]
+
+    proxy = relay(call).proxy(proxy_module)
+    x = np.zeros(2, np.int8)
+    responses = execute(
+        proxy,
+        FakeInferenceRequest({"x": x}, requested=["b"]),
+        FakeInferenceRequest({"x": x}),
+        FakeInferenceRequest({"x": x}, requested=["c", "a"]),
+    )
+    assert seen == [["b"], None, ["c", "a"]]
+    assert set(outputs(responses[0])) == {"b"}
+    assert set(outputs(responses[1])) == {"a", "b", "c"}
+    assert set(outputs(responses[2])) == {"a", "c"}
+    assert outputs(responses[0])["b"].tolist() == [1, 1]
+
+
+def test_multiple_inputs_per_request(relay, proxy_module):
+    proxy = relay(lambda rs: [{"y": r["a"] + r["b"]} for r in rs]).proxy(proxy_module)
+    response = execute(proxy, FakeInferenceRequest({"a": np.array([1, 2]), "b": np.array([10, 20])}))[0]
+    assert outputs(response)["y"].tolist() == [11, 22]
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def test_exception_in_the_callable_fails_every_request_of_the_batch(relay, proxy_module):
+    def call(requests):
+        raise ValueError("the model refuses this input")
+
+    proxy = relay(call).proxy(proxy_module)
+    responses = execute(proxy, *[FakeInferenceRequest({"x": np.ones(2)}) for _ in range(3)])
+    for response in responses:
+        assert response.has_error()
+        assert response.outputs == {}
+        assert "ValueError" in response.error.message()
+        assert "the model refuses this input" in response.error.message()
+
+
+def test_relay_keeps_working_after_an_error(relay, proxy_module):
+    def call(requests):
+        if requests[0]["x"][0] < 0:
+            raise RuntimeError("negative")
+        return doubled(requests)
+
+    proxy = relay(call).proxy(proxy_module)
+    assert execute(proxy, FakeInferenceRequest({"x": np.array([-1.0])}))[0].has_error()
+    assert outputs(execute(proxy, FakeInferenceRequest({"x": np.array([1.0])}))[0])["y"].tolist() == [2.0]
+
+
+def test_unrecoverable_error_reported(relay, proxy_module):
+    def call(requests):
+        raise PyTritonUnrecoverableError("GPU is gone")
+
+    one = relay(call)
+    proxy = one.proxy(proxy_module)
+    response = execute(proxy, FakeInferenceRequest({"x": np.ones(1)}))[0]
+    assert "PyTritonUnrecoverableError: GPU is gone" in response.error.message()
+    assert [str(error) for error in one.unrecoverable] == ["GPU is gone"]
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        (lambda requests: requests[:1] and [{"y": np.ones(1)}], "returned 1 responses for 2 requests"),
+        (lambda requests: [{"y": np.ones(1)}] * 3, "returned 3 responses for 2 requests"),
+        (lambda requests: {"y": np.ones(1)}, "must return a list with one dict of outputs per request, got dict"),
+        (lambda requests: [np.ones(1), np.ones(1)], "each response must be a dict"),
+    ],
+    ids=["too-few", "too-many", "not-a-list", "not-dicts"],
+)
+def test_wrong_responses_become_a_clear_error(relay, proxy_module, returned, message):
+    proxy = relay(returned).proxy(proxy_module)
+    responses = execute(proxy, FakeInferenceRequest({"x": np.ones(1)}), FakeInferenceRequest({"x": np.ones(1)}))
+    for response in responses:
+        assert response.has_error()
+        assert message in response.error.message()
+
+
+def test_a_bad_response_fails_only_its_own_request(relay, proxy_module):
+    proxy = relay(lambda requests: [{"y": requests[0]["x"]}, "not a dict"]).proxy(proxy_module)
+    good, bad = execute(proxy, FakeInferenceRequest({"x": np.arange(3)}), FakeInferenceRequest({"x": np.ones(1)}))
+    assert outputs(good)["y"].tolist() == [0, 1, 2]
+    assert bad.has_error() and bad.outputs == {}
+    assert "each response must be a dict of output name to array, got str" in bad.error.message()
+
+
+def test_proxy_checks_the_number_of_results_itself(proxy_module, tmp_path):
+    """A worker that answers out of step: the proxy, not only the worker, guards the count."""
+    sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
+    address = f"ipc://{sockets}/raw-0"
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(address)
+
+    def serve():
+        peer, *frames = router.recv_multipart()
+        assert decode_message(frames).kind is Kind.HELLO
+        router.send_multipart([peer, *encode_message(Kind.WELCOME, extra={"shm_threshold": BIG})])
+        peer, *frames = router.recv_multipart()
+        batch = decode_message(frames)
+        reply = encode_message(Kind.RESULT, batch.batch_id, [({}, {"y": np.ones(1)})])
+        router.send_multipart([peer, *[bytes(frame) for frame in reply]])
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
+    relay_settings = {"owner_pid": os.getpid(), "tag": "raw", "sockets": [address], "handshake_timeout_s": 10}
+    model_dir = write_model_entry(tmp_path, config, relay_settings)
+    proxy = proxy_module.TritonPythonModel()
+    try:
+        proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
+                          "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+        responses = execute(proxy, FakeInferenceRequest({"x": np.ones(1)}), FakeInferenceRequest({"x": np.ones(1)}))
+        server.join(10)
+        for response in responses:
+            assert "worker answered 1 responses for 2 requests" in response.error.message()
+    finally:
+        proxy.finalize()
+        router.close(linger=0)
+        context.term()
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert our_segments() == set()
+
+
+def test_handshake_times_out_without_a_worker(proxy_module, tmp_path):
+    sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
+    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
+    settings = {"owner_pid": os.getpid(), "tag": "none", "sockets": [f"ipc://{sockets}/nobody"],
+                "handshake_timeout_s": 1}
+    model_dir = write_model_entry(tmp_path, config, settings)
+    proxy = proxy_module.TritonPythonModel()
+    try:
+        with pytest.raises(proxy_module.RelayError, match=r"no answer from the worker within 1 s"):
+            proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
+                              "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+    finally:
+        with contextlib.suppress(AttributeError):
+            proxy.finalize()
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert our_segments() == set()
+
+
+# -- cleanup -------------------------------------------------------------------------------------
+
+
+def test_finalize_and_context_term_leave_no_segment(relay, proxy_module):
+    one = relay(doubled)
+    proxy = one.proxy(proxy_module)
+    x = np.arange(BIG // 4, dtype=np.float32)
+    outputs(execute(proxy, FakeInferenceRequest({"x": x}))[0])
+    assert our_segments() == {one.segment(0, "in"), one.segment(0, "out")}
+    one.close()
+    assert our_segments() == set()
+    for thread in one.threads:
+        assert not thread.is_alive()
+
+
+# -- the copy Triton actually loads --------------------------------------------------------------
+
+
+def test_the_copied_proxy_package_relays(relay, proxy_module, monkeypatch):
+    """The repository entry's own copy of the proxy (imported by the name the stub uses) works alone."""
+    one = relay(doubled)
+    version_dir = one.model_dir / "1"
+    assert (version_dir / "model.py").is_file() and (version_dir / "relay.json").is_file()
+    monkeypatch.syspath_prepend(str(version_dir))
+    before = set(sys.modules)
+    try:
+        copied = importlib.import_module("_pytriton_like_proxy.model")
+        assert copied.__file__.startswith(str(version_dir))
+        copied.pb_utils = proxy_module.pb_utils
+        proxy = copied.TritonPythonModel()
+        proxy.initialize(one.args())
+        one.proxies.append(proxy)
+        x = np.arange(BIG // 4, dtype=np.float32)
+        np.testing.assert_array_equal(outputs(execute(proxy, FakeInferenceRequest({"x": x}))[0])["y"], x * 2)
+        assert not any(name.startswith("pytriton_like") for name in set(sys.modules) - before)
+    finally:
+        for name in set(sys.modules) - before:
+            if name.startswith("_pytriton_like_proxy"):
+                del sys.modules[name]
