@@ -63,7 +63,7 @@ class TritonPythonModel:
         batch_id = next(self._ids)
         try:
             frames = encode_message(Kind.BATCH, batch_id, items, arena=self._arena, threshold=self._threshold)
-            self._socket.send_multipart(frames, copy=False)
+            self._socket.send_multipart(frames)
             result = self._receive(batch_id)
         except (RelayError, ProtocolError, MemoryError, TypeError, zmq.ZMQError) as exc:
             message = f"pytriton_like relay failed for model {self._model!r}: {type(exc).__name__}: {exc}"
@@ -80,7 +80,7 @@ class TritonPythonModel:
         waited = 0
         while True:
             if self._socket.poll(_LIVENESS_PERIOD_MS):
-                message = decode_message(self._socket.recv_multipart(copy=False), self._reader)
+                message = decode_message(self._socket.recv_multipart(), self._reader)
                 if message.batch_id == batch_id:
                     return message
                 logger.warning("dropping a reply to batch %d while waiting for %d", message.batch_id, batch_id)

@@ -119,10 +119,12 @@ def encode_message(
     return frames
 
 
-def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None) -> Message:
+def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, writable: bool = False) -> Message:
     """Decode frames (bytes or zmq Frames) into a :class:`Message`; raise ProtocolError if malformed.
 
-    Arrays decoded from frames and from the arena are views: no copy is made.
+    Arrays from the arena are views of it, with no copy. Arrays from frames are read-only views
+    unless ``writable``: then they are copies (frames are small, so that is cheap) that a
+    callable may change in place.
     """
     if not frames:
         raise ProtocolError("empty message")
@@ -141,7 +143,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None) 
         if not isinstance(items, list):
             raise ProtocolError("'r' must be a list")
         arena_name = header.get("a")
-        tensors = [_decode_item(item, frames, reader, arena_name) for item in items]
+        tensors = [_decode_item(item, frames, reader, arena_name, writable) for item in items]
     except ProtocolError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:
@@ -153,7 +155,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None) 
     return Message(kind, batch_id, items, tensors, error, extra)
 
 
-def _decode_item(item, frames, reader, arena_name) -> Dict[str, np.ndarray]:
+def _decode_item(item, frames, reader, arena_name, writable) -> Dict[str, np.ndarray]:
     if not isinstance(item, dict):
         raise ProtocolError("an item must be an object")
     arrays = {}
@@ -166,6 +168,8 @@ def _decode_item(item, frames, reader, arena_name) -> Dict[str, np.ndarray]:
             if not 0 < index < len(frames):
                 raise ProtocolError(f"frame {index} out of range")
             buffer = _buffer(frames[index])
+            if writable:
+                buffer = memoryview(bytearray(buffer))
         else:
             if reader is None or not isinstance(arena_name, str):
                 raise ProtocolError("tensor in shared memory but no arena")

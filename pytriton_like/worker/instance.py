@@ -62,7 +62,7 @@ class InstanceWorker:
         handle = self._handle
         try:
             while True:
-                frames = self._socket.recv_multipart(copy=False)
+                frames = self._socket.recv_multipart()
                 peer, frames = frames[0], frames[1:]
                 try:
                     reply = handle(frames)
@@ -74,7 +74,7 @@ class InstanceWorker:
                     handle = functools.partial(self._refuse, f"{type(exc).__name__}: {exc}")
                     reply = handle(frames)
                 if reply is not None:
-                    self._socket.send_multipart([peer, *reply], copy=False)
+                    self._socket.send_multipart([peer, *reply])
         except zmq.ContextTerminated:
             pass
         finally:
@@ -102,7 +102,7 @@ class InstanceWorker:
 
     def _handle(self, frames) -> Optional[list]:
         try:
-            message = decode_message(frames, self._reader)
+            message = decode_message(frames, self._reader, writable=True)
         except ProtocolError as exc:
             logger.error("model %s: dropping a malformed message: %s", self._model_name, exc)
             return None
