@@ -1,6 +1,7 @@
 """The folder a running Triton works in: model repository, Python backend, sockets, log."""
 
 import logging
+import os
 import pathlib
 import shutil
 import tempfile
@@ -8,7 +9,9 @@ from typing import Union
 
 from .bundle import TritonBundle
 
-__all__ = ["Workspace"]
+__all__ = ["Workspace", "WORKSPACE_PREFIX"]
+
+WORKSPACE_PREFIX = "pytriton_like-"
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +29,9 @@ class Workspace:
 
     def __init__(self, bundle: TritonBundle, path: Union[str, pathlib.Path, None] = None):
         self._owned = path is None
-        self.path = pathlib.Path(tempfile.mkdtemp(prefix="pytriton_like-")) if path is None else pathlib.Path(path)
+        # The owner's pid in the name tells whose a workspace is (and whether its owner is gone).
+        prefix = f"{WORKSPACE_PREFIX}{os.getpid()}-"
+        self.path = pathlib.Path(tempfile.mkdtemp(prefix=prefix)) if path is None else pathlib.Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.model_repository = self.path / "model_repository"
         self.backends = self.path / "backends"

@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import socket
 import time
 
@@ -26,13 +27,23 @@ def free_config(**fields) -> TritonConfig:
     return TritonConfig(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), **fields)
 
 
+_WORKSPACE_OWNER = re.compile(r"/pytriton_like-(\d+)-")
+
+
 def server_processes() -> set:
-    """tritonserver and stub processes working in a pytriton_like workspace."""
+    """tritonserver and stub processes in a workspace of this process, of its children, or of a dead owner.
+
+    Servers of unrelated live processes (another test run, a benchmark) do not count.
+    """
+    ours = {os.getpid()} | {child.pid for child in psutil.Process().children(recursive=True)}
     found = set()
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or ())
-        if "/pytriton_like-" in cmdline and any(name in cmdline for name in _SERVER_NAMES):
-            found.add(process.info["pid"])
+        owner = _WORKSPACE_OWNER.search(cmdline)
+        if owner and any(name in cmdline for name in _SERVER_NAMES):
+            pid = int(owner[1])
+            if pid in ours or not psutil.pid_exists(pid):
+                found.add(process.info["pid"])
     return found
 
 
