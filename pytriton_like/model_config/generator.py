@@ -27,10 +27,11 @@ _NUMPY_TO_TRITON = {
     np.float64: "FP64",
     np.bytes_: "STRING",
     np.str_: "STRING",
+    np.object_: "STRING",
     object: "STRING",
 }
 _TRITON_TO_NUMPY = {
-    triton: dtype for dtype, triton in _NUMPY_TO_TRITON.items() if dtype not in (np.str_, object)
+    triton: dtype for dtype, triton in _NUMPY_TO_TRITON.items() if dtype not in (np.str_, np.object_, object)
 } | {"BYTES": np.bytes_}
 
 # Triton's own rule for model names is "a valid directory name"; we also keep them URL-safe.

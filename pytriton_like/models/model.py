@@ -10,7 +10,7 @@ import zmq
 
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
-from ..worker.calling import make_call
+from ..worker.calling import BatchCall
 from ..worker.instance import InstanceWorker
 from ..worker.outputs import OutputChecker
 from .repository import remove_model_entry, write_model_entry
@@ -54,7 +54,7 @@ class Model:
             self._workers.append(
                 InstanceWorker(
                     model_name=self.name,
-                    call=make_call(infer_func),
+                    call=BatchCall(infer_func),
                     checker=checker,
                     context=self._context,
                     address=address,

@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .shm import ArenaReader, ArenaWriter, aligned
+from .shm import ArenaReader, ArenaWriter, aligned, is_segment_name
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -96,7 +96,7 @@ def encode_message(
         for name, array in tensors.items():
             dtype, buffer = _as_buffer(array)
             ref = {"n": name, "d": dtype, "s": list(array.shape)}
-            if arena is not None and buffer.nbytes >= threshold:
+            if arena is not None and buffer.nbytes and buffer.nbytes >= threshold:
                 big.append((ref, buffer))
             else:
                 ref["f"] = len(frames)
@@ -130,7 +130,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
         raise ProtocolError("empty message")
     try:
         header = json.loads(bytes(_buffer(frames[0])))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"header is not JSON: {exc}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not a JSON object")
@@ -146,7 +146,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
         tensors = [_decode_item(item, frames, reader, arena_name, writable) for item in items]
     except ProtocolError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, OSError, OverflowError) as exc:
         raise ProtocolError(f"malformed {header.get('k')!r} message: {type(exc).__name__}: {exc}") from None
     error = header.get("e")
     extra = header.get("x") or {}
@@ -171,8 +171,8 @@ def _decode_item(item, frames, reader, arena_name, writable) -> Dict[str, np.nda
             if writable:
                 buffer = memoryview(bytearray(buffer))
         else:
-            if reader is None or not isinstance(arena_name, str):
-                raise ProtocolError("tensor in shared memory but no arena")
+            if reader is None or not isinstance(arena_name, str) or not is_segment_name(arena_name):
+                raise ProtocolError(f"tensor in shared memory but no valid arena (got {arena_name!r})")
             offset, nbytes = int(ref["o"]), int(ref["b"])
             if offset < 0 or nbytes < 0:
                 raise ProtocolError("negative offset or size")
@@ -229,6 +229,9 @@ def serialize_bytes(array: np.ndarray) -> bytes:
 def deserialize_bytes(buffer, count: int) -> np.ndarray:
     """The inverse of :func:`serialize_bytes`: an object array of ``count`` bytes elements."""
     data = bytes(buffer)
+    if 4 * count > len(data):
+        # Checked before allocating: a forged count must not allocate gigabytes.
+        raise ProtocolError(f"{len(data)} bytes cannot hold {count} BYTES elements")
     out = np.empty(count, dtype=object)
     offset = 0
     for index in range(count):

@@ -11,7 +11,7 @@ import mmap
 import os
 from typing import Callable, Dict, Optional
 
-__all__ = ["SHM_DIR", "SEGMENT_PREFIX", "ArenaWriter", "ArenaReader", "aligned", "unlink_segments", "unlink_orphaned_segments", "process_alive"]
+__all__ = ["SHM_DIR", "SEGMENT_PREFIX", "ArenaWriter", "ArenaReader", "aligned", "is_segment_name", "unlink_segments", "unlink_orphaned_segments", "process_alive"]
 
 SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "pytriton_like-"
@@ -69,6 +69,11 @@ class ArenaWriter:
         if self._map is not None:
             _close_map(self._map)
             self._map = None
+
+
+def is_segment_name(name: str) -> bool:
+    """Whether ``name`` is one of our segment names (and nothing that leaves /dev/shm)."""
+    return name.startswith(SEGMENT_PREFIX) and "/" not in name and "\0" not in name
 
 
 def aligned(nbytes: int) -> int:

@@ -22,8 +22,9 @@ class TritonConfig:
     """Options of the tritonserver process; ``None`` leaves Triton's default.
 
     Every field may also come from an environment variable ``PYTRITON_TRITON_CONFIG_<FIELD>``
-    (e.g. ``PYTRITON_TRITON_CONFIG_HTTP_PORT=9000``; list fields as ``..._<FIELD>_0``,
-    ``..._<FIELD>_1``); a value given to the constructor wins over the environment.
+    (e.g. ``PYTRITON_TRITON_CONFIG_HTTP_PORT=9000``); a list field takes one item from
+    ``..._<FIELD>`` or several from ``..._<FIELD>_0``, ``..._<FIELD>_1``...; a value given to the
+    constructor wins over the environment.
 
     Args:
         id: identifier of the server.
@@ -155,7 +156,8 @@ def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
 
 def _convert(variable: str, kind: Any, text: str) -> Any:
     if typing.get_origin(kind) is list:
-        return [part for part in text.split(",") if part]
+        # One item: Triton's values hold commas themselves ("local,size=1048576").
+        return [text]
     if kind is bool:
         if text.lower() in _TRUE | _FALSE:
             return text.lower() in _TRUE

@@ -12,6 +12,7 @@ from ..exceptions import PyTritonUnrecoverableError
 from ..proxy.protocol import Kind, Message, ProtocolError, decode_message, encode_message
 from ..proxy.shm import ArenaReader, ArenaWriter
 from ..proxy.types import Request
+from .calling import BatchCall
 from .outputs import OutputChecker, OutputError
 
 __all__ = ["InstanceWorker", "DEFAULT_SHM_THRESHOLD"]
@@ -26,7 +27,7 @@ class InstanceWorker:
     """Serves one model instance: owns its socket, its output arena and a thread.
 
     Args:
-        call: the bound callable, already in the internal shape ``Requests -> Responses``.
+        call: the bound callable in the internal shape ``Requests -> Responses``; closed with the worker.
         address: ipc address to bind.
         on_unrecoverable: called (from the worker thread) with the error when the callable
             raises PyTritonUnrecoverableError.
@@ -36,7 +37,7 @@ class InstanceWorker:
         self,
         *,
         model_name: str,
-        call: Callable[[List[Request]], list],
+        call: BatchCall,
         checker: OutputChecker,
         context: zmq.Context,
         address: str,
@@ -78,6 +79,7 @@ class InstanceWorker:
         except zmq.ContextTerminated:
             pass
         finally:
+            self._call.close()
             self._socket.close(linger=0)
             self._arena.close()
             self._reader.close()

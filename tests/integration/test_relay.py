@@ -23,7 +23,7 @@ from pytriton_like.model_config.triton_model_config import TensorSpec, TritonMod
 from pytriton_like.models.repository import write_model_entry
 from pytriton_like.proxy.protocol import Kind, decode_message, encode_message
 from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
-from pytriton_like.worker.calling import make_call
+from pytriton_like.worker.calling import BatchCall
 from pytriton_like.worker.instance import DEFAULT_SHM_THRESHOLD, InstanceWorker
 from pytriton_like.worker.outputs import OutputChecker
 
@@ -137,7 +137,7 @@ class Relay:
         for index, (call, address) in enumerate(zip(calls, addresses)):
             InstanceWorker(
                 model_name=MODEL,
-                call=make_call(call),
+                call=BatchCall(call),
                 # No declared outputs and not strict: outputs pass as returned (checks are unit-tested).
                 checker=OutputChecker((), batching=True, strict=False),
                 context=self.context,
@@ -313,15 +313,9 @@ def test_async_callable(relay, proxy_module):
     proxy = one.proxy(proxy_module)
     assert outputs(execute(proxy, FakeInferenceRequest({"x": np.array([5])}))[0])["y"].tolist() == [4]
     one.close()
-    collect_leaked_event_loops()  # pinned by the xfail below; kept from failing an unrelated later test
+    assert collect_leaked_event_loops() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: worker.calling.make_call creates an event loop for a coroutine function and never closes it "
-    "(ResourceWarning 'unclosed event loop' + its self-pipe sockets once the worker is gone)",
-)
 def test_async_callable_event_loop_is_closed_with_the_worker(relay, proxy_module):
     one = relay(decrement)
     outputs(execute(one.proxy(proxy_module), FakeInferenceRequest({"x": np.array([5])}))[0])

@@ -136,11 +136,6 @@ def test_unsupported_dtypes_are_named():
         triton_to_dtype("TYPE_BF16")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=PyTritonValidationError,
-    reason="BUG: Tensor normalises np.dtype(object)/'object' to np.object_, which dtype_to_triton rejects",
-)
 @pytest.mark.parametrize("given", [np.object_, np.dtype(object), "object"], ids=["np.object_", "np.dtype", "name"])
 def test_object_dtype_spellings_render_as_string(given):
     tensor = Tensor(shape=(-1,), dtype=given)
