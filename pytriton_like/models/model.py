@@ -3,16 +3,13 @@
 import logging
 import os
 import pathlib
-import threading
 from typing import Callable, List, Sequence
-
-import zmq
 
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
-from ..worker.calling import BatchCall
-from ..worker.instance import InstanceWorker
+from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
+from ..worker.strategy import Worker, start_worker
 from .repository import remove_model_entry, write_model_entry
 
 __all__ = ["Model"]
@@ -21,8 +18,6 @@ logger = logging.getLogger(__name__)
 
 # How long a starting stub waits for its worker to answer HELLO.
 _HANDSHAKE_TIMEOUT_S = 60
-# How long stopping waits for callables still running.
-_TEARDOWN_TIMEOUT_S = 10
 
 
 class Model:
@@ -37,8 +32,7 @@ class Model:
         self.strict = strict
         self._infer_funcs = list(infer_funcs)
         self._tag = tag
-        self._context: zmq.Context = None
-        self._workers: List[InstanceWorker] = []
+        self._workers: List[Worker] = []
 
     @property
     def name(self) -> str:
@@ -46,41 +40,34 @@ class Model:
 
     def setup(self, repository: pathlib.Path, sockets: pathlib.Path, on_unrecoverable: Callable) -> None:
         """Start the workers (their sockets bound) and write the repository entry."""
-        self._context = zmq.Context()
+        handler = BatchHandler(
+            self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
+        )
         addresses = [f"ipc://{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
-        checker = OutputChecker(self.config.outputs, self.config.batching, self.strict)
         for index, (infer_func, address) in enumerate(zip(self._infer_funcs, addresses)):
             attach_triton_context(infer_func, TritonContext(model_config=self.config))
             self._workers.append(
-                InstanceWorker(
-                    model_name=self.name,
-                    call=BatchCall(infer_func),
-                    checker=checker,
-                    context=self._context,
+                start_worker(
+                    infer_func=infer_func,
+                    decoupled=self.config.decoupled,
+                    handler=handler,
                     address=address,
                     owner_pid=os.getpid(),
                     arena_tag=f"{self._tag}-{index}-out",
-                    on_unrecoverable=on_unrecoverable,
                 )
             )
         relay = {
             "owner_pid": os.getpid(),
             "tag": self._tag,
             "sockets": addresses,
+            "decoupled": self.config.decoupled,
             "handshake_timeout_s": _HANDSHAKE_TIMEOUT_S,
         }
         write_model_entry(repository, self.config, relay)
 
     def teardown(self, repository: pathlib.Path) -> None:
         """Stop the workers and remove the repository entry; the server must have unloaded the model."""
-        if self._context is not None:
-            # term() ends every worker's blocking receive, but waits for a callable still running;
-            # a hung callable must not hang stop(), so wait for it only a while.
-            terminator = threading.Thread(target=self._context.term, name=f"pytriton_like-{self._tag}-term", daemon=True)
-            terminator.start()
-            terminator.join(_TEARDOWN_TIMEOUT_S)
-            if terminator.is_alive():
-                logger.warning("model %s: a callable is still running; leaving its worker behind", self.name)
-            self._context = None
-            self._workers = []
+        for worker in self._workers:
+            worker.close()
+        self._workers = []
         remove_model_entry(repository, self.name)

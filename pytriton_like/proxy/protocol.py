@@ -15,6 +15,7 @@ Header fields::
         BATCH items also carry "p" (parameters as JSON text) and "q" (requested outputs);
         RESULT items carry "e" (error text) instead of "t" when the request failed.
     e   error text that fails the whole batch (RESULT only)
+    f   Flags of the message (RESULT: FINAL on the last one of a batch)
     x   kind-specific settings (HELLO: who connects; WELCOME: the worker's settings)
 
 dtype is numpy's ``dtype.str`` (``"<f4"``) or ``"bytes"``: Triton's BYTES serialisation
@@ -33,6 +34,7 @@ from .shm import ArenaReader, ArenaWriter, aligned, is_segment_name
 __all__ = [
     "PROTOCOL_VERSION",
     "Kind",
+    "Flags",
     "ProtocolError",
     "Message",
     "encode_message",
@@ -54,6 +56,13 @@ class Kind(enum.IntEnum):
     RESULT = 4  # worker -> proxy: one outcome per request, or a batch error
 
 
+class Flags(enum.IntFlag):
+    """Flags of a RESULT message."""
+
+    NONE = 0
+    FINAL = 1  # no more RESULTs follow for this batch (always set for non-streaming models)
+
+
 class ProtocolError(Exception):
     """A message that does not follow this protocol."""
 
@@ -61,10 +70,11 @@ class ProtocolError(Exception):
 class Message:
     """A decoded message: its header fields and each item's tensors."""
 
-    __slots__ = ("kind", "batch_id", "items", "tensors", "error", "extra")
+    __slots__ = ("kind", "batch_id", "items", "tensors", "error", "extra", "flags")
 
-    def __init__(self, kind, batch_id, items, tensors, error, extra):
+    def __init__(self, kind, batch_id, items, tensors, error, extra, flags=Flags.NONE):
         self.kind: Kind = kind
+        self.flags: Flags = flags
         self.batch_id: int = batch_id
         self.items: List[Dict[str, Any]] = items
         self.tensors: List[Dict[str, np.ndarray]] = tensors
@@ -81,6 +91,7 @@ def encode_message(
     threshold: int = 0,
     error: Optional[str] = None,
     extra: Optional[Dict[str, Any]] = None,
+    flags: Flags = Flags.NONE,
 ) -> List[Any]:
     """Frames of a message.
 
@@ -113,6 +124,8 @@ def encode_message(
     header = {"v": PROTOCOL_VERSION, "k": int(kind), "id": batch_id, "a": arena_name, "r": header_items}
     if error is not None:
         header["e"] = error
+    if flags:
+        header["f"] = int(flags)
     if extra:
         header["x"] = extra
     frames[0] = json.dumps(header, separators=(",", ":")).encode()
@@ -144,6 +157,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
             raise ProtocolError("'r' must be a list")
         arena_name = header.get("a")
         tensors = [_decode_item(item, frames, reader, arena_name, writable) for item in items]
+        flags = Flags(int(header.get("f", 0)) & Flags.FINAL)
     except ProtocolError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, OSError, OverflowError) as exc:
@@ -152,7 +166,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
     extra = header.get("x") or {}
     if (error is not None and not isinstance(error, str)) or not isinstance(extra, dict):
         raise ProtocolError("'e' must be text and 'x' an object")
-    return Message(kind, batch_id, items, tensors, error, extra)
+    return Message(kind, batch_id, items, tensors, error, extra, flags)
 
 
 def _decode_item(item, frames, reader, arena_name, writable) -> Dict[str, np.ndarray]:

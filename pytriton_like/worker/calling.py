@@ -1,12 +1,20 @@
-"""Turn a user's inference callable into the one internal shape the worker calls."""
+"""Turn a user's inference callable into the shapes the workers call.
+
+- :class:`BatchCall` — ``requests -> responses``, for non-decoupled models (one answer per batch).
+- :class:`ResponseStream` — ``requests -> async iterator of responses``, for decoupled models:
+  plain functions, coroutines, generators and async generators all become one async generator.
+"""
 
 import asyncio
+import concurrent.futures
 import inspect
-from typing import Callable, List, Optional
+from typing import AsyncIterator, Callable, List, Optional
 
 from ..proxy.types import Request
 
-__all__ = ["BatchCall"]
+__all__ = ["BatchCall", "ResponseStream"]
+
+_DONE = object()
 
 
 class BatchCall:
@@ -32,5 +40,47 @@ class BatchCall:
             self._loop = None
 
 
+class ResponseStream:
+    """``requests -> async iterator of responses`` on the caller's event loop.
+
+    Sync code (a plain function, each step of a generator) runs in a thread pool so that the
+    event loop goes on serving other batches meanwhile.
+    """
+
+    def __init__(self, infer_func: Callable, max_threads: int = 32):
+        self._func = infer_func
+        self._async = _is_async(infer_func)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_threads, thread_name_prefix="pytriton_like-call")
+
+    async def __call__(self, requests: List[Request]) -> AsyncIterator:
+        loop = asyncio.get_running_loop()
+        if self._async:
+            result = self._func(requests)
+        else:
+            result = await loop.run_in_executor(self._pool, self._func, requests)
+        if inspect.isasyncgen(result):
+            async for responses in result:
+                yield responses
+        elif inspect.isgenerator(result):
+            while True:
+                responses = await loop.run_in_executor(self._pool, next, result, _DONE)
+                if responses is _DONE:
+                    return
+                yield responses
+        elif inspect.isawaitable(result):
+            yield await result
+        else:
+            yield result
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 def _is_coroutine_function(func: Callable) -> bool:
     return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))
+
+
+def _is_async(func: Callable) -> bool:
+    """A coroutine or async generator function: calling it starts nothing, so the loop may call it."""
+    call = getattr(func, "__call__", None)
+    return _is_coroutine_function(func) or inspect.isasyncgenfunction(func) or inspect.isasyncgenfunction(call)

@@ -13,6 +13,7 @@ from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
 from pytriton_like.triton import TritonConfig
 
 _SERVER_NAMES = ("tritonserver", "triton_python_backend_stub")
+_TRITON_REGION = "triton_python_backend_shm_region_"
 _GRACE_S = 10
 
 
@@ -30,25 +31,48 @@ def free_config(**fields) -> TritonConfig:
 _WORKSPACE_OWNER = re.compile(r"/pytriton_like-(\d+)-")
 
 
+def _ours() -> set:
+    return {os.getpid()} | {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def _counts(owner_pid: int, ours: set) -> bool:
+    """Whether something owned by ``owner_pid`` is this test run's: ours, or of an owner that died."""
+    return owner_pid in ours or not psutil.pid_exists(owner_pid)
+
+
 def server_processes() -> set:
-    """tritonserver and stub processes in a workspace of this process, of its children, or of a dead owner.
+    """tritonserver and stub processes in a workspace of this test run or of a dead owner.
 
     Servers of unrelated live processes (another test run, a benchmark) do not count.
     """
-    ours = {os.getpid()} | {child.pid for child in psutil.Process().children(recursive=True)}
+    ours = _ours()
     found = set()
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or ())
         owner = _WORKSPACE_OWNER.search(cmdline)
-        if owner and any(name in cmdline for name in _SERVER_NAMES):
-            pid = int(owner[1])
-            if pid in ours or not psutil.pid_exists(pid):
-                found.add(process.info["pid"])
+        if owner and any(name in cmdline for name in _SERVER_NAMES) and _counts(int(owner[1]), ours):
+            found.add(process.info["pid"])
     return found
 
 
 def shm_segments() -> set:
-    return {name for name in os.listdir(SHM_DIR) if name.startswith((SEGMENT_PREFIX, "triton_python_backend"))}
+    """Our relay's segments and Triton's stub regions, but for those of unrelated live processes."""
+    ours = _ours()
+    foreign_regions = set()
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = process.info["cmdline"] or ()
+        owner = _WORKSPACE_OWNER.search(" ".join(cmdline))
+        if process.info["pid"] not in ours and not (owner and _counts(int(owner[1]), ours)):
+            foreign_regions.update(arg for arg in cmdline if arg.startswith(_TRITON_REGION))
+    found = set()
+    for name in os.listdir(SHM_DIR):
+        if name.startswith(SEGMENT_PREFIX):
+            owner = name[len(SEGMENT_PREFIX) :].split("-", 1)[0]
+            if owner.isdigit() and _counts(int(owner), ours):
+                found.add(name)
+        elif name.startswith(_TRITON_REGION) and name not in foreign_regions:
+            found.add(name)
+    return found
 
 
 def port_listening(port: int) -> bool:

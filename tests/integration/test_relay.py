@@ -24,7 +24,8 @@ from pytriton_like.models.repository import write_model_entry
 from pytriton_like.proxy.protocol import Kind, decode_message, encode_message
 from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
 from pytriton_like.worker.calling import BatchCall
-from pytriton_like.worker.instance import DEFAULT_SHM_THRESHOLD, InstanceWorker
+from pytriton_like.worker.handling import DEFAULT_SHM_THRESHOLD, BatchHandler
+from pytriton_like.worker.instance import InstanceWorker
 from pytriton_like.worker.outputs import OutputChecker
 
 pytestmark = pytest.mark.timeout(60)
@@ -98,7 +99,8 @@ def proxy_module(monkeypatch):
     fake = fake_pb_utils()
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", fake)
     module = importlib.import_module("pytriton_like.proxy.model")
-    monkeypatch.setattr(module, "pb_utils", fake)
+    for relay_module in ("pytriton_like.proxy.batch", "pytriton_like.proxy.stream"):
+        monkeypatch.setattr(sys.modules[relay_module], "pb_utils", fake)
     return module
 
 
@@ -122,7 +124,8 @@ class Relay:
         self.repository = base / "repository"
         # ipc paths must stay under ~100 characters: pytest's tmp_path can be longer.
         self.sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
-        self.context = zmq.Context()
+        self.workers = []
+        self.closed = False
         self.unrecoverable = []
         self.proxies = []
         self.threads = []
@@ -135,17 +138,18 @@ class Relay:
     def _start(self, calls, shm_threshold):
         addresses = [f"ipc://{self.sockets}/{self.tag}-{index}" for index in range(len(calls))]
         for index, (call, address) in enumerate(zip(calls, addresses)):
-            InstanceWorker(
-                model_name=MODEL,
-                call=BatchCall(call),
-                # No declared outputs and not strict: outputs pass as returned (checks are unit-tested).
-                checker=OutputChecker((), batching=True, strict=False),
-                context=self.context,
-                address=address,
-                owner_pid=os.getpid(),
-                arena_tag=f"{self.tag}-{index}-out",
-                on_unrecoverable=self.unrecoverable.append,
-                shm_threshold=shm_threshold,
+            # No declared outputs and not strict: outputs pass as returned (checks are unit-tested).
+            handler = BatchHandler(
+                MODEL, OutputChecker((), batching=True, strict=False), self.unrecoverable.append, shm_threshold
+            )
+            self.workers.append(
+                InstanceWorker(
+                    handler=handler,
+                    call=BatchCall(call),
+                    address=address,
+                    owner_pid=os.getpid(),
+                    arena_tag=f"{self.tag}-{index}-out",
+                )
             )
             self.threads += [t for t in threading.enumerate() if t.name == f"pytriton_like-{self.tag}-{index}-out"]
         config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
@@ -171,12 +175,14 @@ class Relay:
         return f"{SEGMENT_PREFIX}{os.getpid()}-{self.tag}-{index}-{direction}-{generation}"
 
     def close(self):
-        if self.context.closed:
+        if self.closed:
             return
+        self.closed = True
         for proxy in self.proxies:
             proxy.finalize()
         self.proxies = []
-        self.context.term()
+        for worker in self.workers:
+            worker.close()
         for thread in self.threads:
             thread.join(10)
             assert not thread.is_alive()
@@ -513,7 +519,8 @@ def test_handshake_times_out_without_a_worker(proxy_module, tmp_path):
     model_dir = write_model_entry(tmp_path, config, settings)
     proxy = proxy_module.TritonPythonModel()
     try:
-        with pytest.raises(proxy_module.RelayError, match=r"no answer from the worker within 1 s"):
+        with pytest.raises(sys.modules["pytriton_like.proxy.connection"].RelayError,
+                           match=r"no answer from the worker within 1 s"):
             proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
                               "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
     finally:
@@ -551,7 +558,9 @@ def test_the_copied_proxy_package_relays(relay, proxy_module, monkeypatch):
     try:
         copied = importlib.import_module("_pytriton_like_proxy.model")
         assert copied.__file__.startswith(str(version_dir))
-        copied.pb_utils = proxy_module.pb_utils
+        fake = sys.modules["pytriton_like.proxy.batch"].pb_utils
+        for relay_module in ("_pytriton_like_proxy.batch", "_pytriton_like_proxy.stream"):
+            sys.modules[relay_module].pb_utils = fake
         proxy = copied.TritonPythonModel()
         proxy.initialize(one.args())
         one.proxies.append(proxy)

@@ -21,8 +21,13 @@ PUBLIC = {
     "pytriton_like.proxy.types": {"Request"},
 }
 
-# Copied into the stub and loaded there as model.py; importing it here would run it.
-NOT_IMPORTABLE = {"pytriton_like.proxy.stub_model", "pytriton_like.proxy.model"}
+# Run only inside the stub: they import its triton_python_backend_utils (or, stub_model, run at import).
+NOT_IMPORTABLE = {
+    "pytriton_like.proxy.stub_model",
+    "pytriton_like.proxy.model",
+    "pytriton_like.proxy.batch",
+    "pytriton_like.proxy.stream",
+}
 
 
 @pytest.mark.parametrize("module_name", sorted(PUBLIC))

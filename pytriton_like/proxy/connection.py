@@ -1,0 +1,88 @@
+"""The stub's connection to its worker: settings, socket, handshake, waiting for answers."""
+
+import itertools
+import json
+import os
+
+import zmq
+
+from .protocol import Kind, Message, decode_message, encode_message
+from .shm import ArenaReader, process_alive
+
+__all__ = ["Connection", "RelayError", "request_items"]
+
+# How often a waiting proxy checks that the user process is still alive.
+LIVENESS_PERIOD_MS = 1000
+
+
+class RelayError(Exception):
+    """The worker could not be reached or answered out of protocol."""
+
+
+class Connection:
+    """One model instance's DEALER socket to its worker, connected and greeted.
+
+    Reads relay.json (written by the user process next to model.py) for the worker's address.
+    """
+
+    def __init__(self, args):
+        version_dir = os.path.join(args["model_repository"], args["model_version"])
+        with open(os.path.join(version_dir, "relay.json"), encoding="utf-8") as file:
+            settings = json.load(file)
+        self.index = int(args["model_instance_name"].rsplit("_", 1)[1])
+        self.address = settings["sockets"][self.index]
+        self.model = args["model_name"]
+        self.owner_pid = int(settings["owner_pid"])
+        self.tag = settings["tag"]
+        self.decoupled = bool(settings.get("decoupled", False))
+        self.ids = itertools.count(1)
+        self.reader = ArenaReader()
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        try:
+            self.socket.connect(self.address)
+            self.socket.send_multipart(
+                encode_message(Kind.HELLO, extra={"instance": args["model_instance_name"], "pid": os.getpid()})
+            )
+            welcome = self.receive(0, timeout_ms=int(settings["handshake_timeout_s"] * 1000))
+            if welcome.kind != Kind.WELCOME:
+                raise RelayError(f"expected WELCOME from the worker at {self.address}, got {welcome.kind.name}")
+            self.shm_threshold = int(welcome.extra["shm_threshold"])
+        except BaseException:
+            self.close()
+            raise
+
+    def receive(self, batch_id: int, timeout_ms: int = -1) -> Message:
+        """The next message for ``batch_id``; waits while the user process lives (and ``timeout_ms``)."""
+        waited = 0
+        while True:
+            if self.socket.poll(LIVENESS_PERIOD_MS):
+                message = decode_message(self.socket.recv_multipart(), self.reader)
+                if message.batch_id == batch_id:
+                    return message
+                continue  # a late answer to a batch given up on
+            waited += LIVENESS_PERIOD_MS
+            self.check_owner()
+            if 0 <= timeout_ms <= waited:
+                raise RelayError(f"no answer from the worker within {timeout_ms / 1000:.0f} s")
+
+    def check_owner(self) -> None:
+        """Raise RelayError if the user process that serves the model is gone."""
+        if not process_alive(self.owner_pid):
+            raise RelayError(f"the user process (pid {self.owner_pid}) that serves the model is gone")
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+        self.context.term()
+        self.reader.close()
+
+
+def request_items(requests) -> list:
+    """Each request's header fields and input tensors, as encode_message takes them."""
+    items = []
+    for request in requests:
+        tensors = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
+        fields = {"p": request.parameters(), "q": list(request.requested_output_names())}
+        items.append((fields, tensors))
+    return items

@@ -1,0 +1,29 @@
+"""The one place that picks how a model instance is served, from what the model config says."""
+
+from typing import Callable, Union
+
+from .calling import BatchCall, ResponseStream
+from .handling import BatchHandler
+from .instance import InstanceWorker
+from .stream import StreamWorker
+
+__all__ = ["start_worker", "Worker"]
+
+Worker = Union[InstanceWorker, StreamWorker]
+
+
+def start_worker(
+    *, infer_func: Callable, decoupled: bool, handler: BatchHandler, address: str, owner_pid: int, arena_tag: str
+) -> Worker:
+    """A running worker for one instance.
+
+    Decoupled models stream: any callable (function, coroutine, generator, async generator)
+    becomes an async generator of responses, and batches run concurrently on an event loop.
+    Other models answer each batch once, on a thread that calls the callable directly (the
+    cheapest path; the stub sends one batch at a time anyway).
+    """
+    if decoupled:
+        return StreamWorker(handler=handler, stream=ResponseStream(infer_func), address=address)
+    return InstanceWorker(
+        handler=handler, call=BatchCall(infer_func), address=address, owner_pid=owner_pid, arena_tag=arena_tag
+    )
