@@ -1,0 +1,251 @@
+"""``AsyncioModelClient``: the asyncio client, over tritonclient.http.aio or tritonclient.grpc.aio.
+
+It mirrors :class:`~pytriton_like.client.sync.ModelClient` method for method; only the
+I/O differs. tritonclient's asyncio clients are opened at first use, inside the running
+event loop (aiohttp sessions belong to a loop), and the client must then stay in that loop.
+"""
+
+import asyncio
+import logging
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+import tritonclient.grpc.aio
+import tritonclient.http.aio
+
+from ..model_config.triton_model_config import TritonModelConfig
+from .core import CallArgs, ClientCore
+from .exceptions import (
+    PyTritonClientInferenceServerError,
+    PyTritonClientModelUnavailableError,
+    PyTritonClientTimeoutError,
+)
+from .inference import ParametersT
+from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
+from .url import Protocol
+
+__all__ = ["AsyncioModelClient"]
+
+_LOGGER = logging.getLogger(__name__)
+
+_NOT_YET = (PyTritonClientModelUnavailableError, PyTritonClientTimeoutError, PyTritonClientInferenceServerError)
+
+_CONTROL = "control"
+_INFERENCE = "inference"
+
+
+class _AsyncConnections:
+    """The tritonclient asyncio clients: a control and an inference one for HTTP, one shared for gRPC."""
+
+    def __init__(self, core: ClientCore):
+        self._core = core
+        self._clients: Dict[str, Any] = {}
+
+    def get(self, role: str) -> Any:
+        """The client of ``role``, opened at first use (in the running loop)."""
+        self._core.check_open()
+        if self._core.protocol is Protocol.GRPC:
+            role = _INFERENCE  # one channel serves both; timeouts are per call
+        client = self._clients.get(role)
+        if client is None:
+            client = self._clients[role] = self._open(role)
+        return client
+
+    async def close(self) -> None:
+        """Closes the clients opened."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            try:
+                await client.close()
+            except Exception:  # noqa: BLE001 - closing must not fail
+                _LOGGER.debug("error while closing a tritonclient asyncio client", exc_info=True)
+
+    def _open(self, role: str) -> Any:
+        core = self._core
+        address = core.url.without_scheme
+        if core.protocol is Protocol.GRPC:
+            _LOGGER.debug("opening tritonclient.grpc.aio client for %s", core.url)
+            return tritonclient.grpc.aio.InferenceServerClient(address)
+        timeout_s = core.inference_timeout_s if role == _INFERENCE else core.control_timeout_s()
+        _LOGGER.debug("opening tritonclient.http.aio %s client for %s (timeout %s s)", role, core.url, timeout_s)
+        return tritonclient.http.aio.InferenceServerClient(address, conn_timeout=timeout_s)
+
+
+class AsyncioModelClient:
+    """Asyncio client of one model served by Triton Inference Server.
+
+    Arguments, behaviour and errors are those of :class:`~pytriton_like.client.sync.ModelClient`;
+    the methods are coroutines, ``model_config`` is awaited (``await client.model_config``) and
+    ``lazy_init=False`` takes effect in ``async with``.
+
+    Example:
+        >>> async with AsyncioModelClient("grpc://localhost", "Double") as client:  # doctest: +SKIP
+        ...     result = await client.infer_sample(np.array([1.0], np.float32))
+    """
+
+    def __init__(
+        self,
+        url: str,
+        model_name: str,
+        model_version: Optional[str] = None,
+        *,
+        lazy_init: bool = True,
+        init_timeout_s: Optional[float] = None,
+        inference_timeout_s: Optional[float] = None,
+        model_config: Optional[TritonModelConfig] = None,
+        ensure_model_is_ready: bool = True,
+    ):
+        self._core = ClientCore(
+            url,
+            model_name,
+            model_version,
+            init_timeout_s=init_timeout_s,
+            inference_timeout_s=inference_timeout_s,
+            model_config=model_config,
+        )
+        self._connections = _AsyncConnections(self._core)
+        self._lazy_init = lazy_init
+        self._ready = model_config is not None and not ensure_model_is_ready
+        self._ready_lock: Optional[asyncio.Lock] = None
+
+    @property
+    def model_name(self) -> str:
+        """Name of the model."""
+        return self._core.model_name
+
+    @property
+    def model_version(self) -> Optional[str]:
+        """Requested version of the model (``None``: the latest)."""
+        return self._core.model_version
+
+    @property
+    def url(self) -> str:
+        """The server url with its scheme."""
+        return self._core.url.with_scheme
+
+    @property
+    async def model_config(self) -> TritonModelConfig:
+        """The model configuration (``await client.model_config``); waits for the model like ``ModelClient``."""
+        await self._ensure_ready()
+        return self._core.model_config
+
+    async def wait_for_model(self, timeout_s: float) -> None:
+        """Waits for the server and the model to be ready (see ``ModelClient.wait_for_model``)."""
+        self._core.check_open()
+        await self._wait(self._core.waiter(timeout_s), check_model=True)
+
+    async def wait_for_server(self, timeout_s: float) -> None:
+        """Waits for the server to be ready (see ``ModelClient.wait_for_server``)."""
+        self._core.check_open()
+        await self._wait(self._core.waiter(timeout_s), check_model=False)
+
+    async def infer_sample(
+        self,
+        *inputs: np.ndarray,
+        parameters: ParametersT = None,
+        headers: ParametersT = None,
+        **named_inputs: np.ndarray,
+    ) -> Dict[str, np.ndarray]:
+        """Runs inference on one sample (see ``ModelClient.infer_sample``)."""
+        return await self._infer(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
+
+    async def infer_batch(
+        self,
+        *inputs: np.ndarray,
+        parameters: ParametersT = None,
+        headers: ParametersT = None,
+        **named_inputs: np.ndarray,
+    ) -> Dict[str, np.ndarray]:
+        """Runs inference on a batch (see ``ModelClient.infer_batch``)."""
+        return await self._infer(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
+
+    async def close(self) -> None:
+        """Closes the connections. Idempotent."""
+        self._core.close()
+        await self._connections.close()
+
+    async def __aenter__(self) -> "AsyncioModelClient":
+        if not self._lazy_init:
+            try:
+                await self._ensure_ready()
+            except BaseException:
+                await self.close()
+                raise
+        return self
+
+    async def __aexit__(self, *_) -> None:
+        await self.close()
+
+    async def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        self._core.check_open()
+        await self._ensure_ready()
+        request = self._core.prepare(call)
+        client = self._connections.get(_INFERENCE)
+        timeout_s = self._core.inference_timeout_s
+        with self._core.errors("inference", timeout_s):
+            result = await client.infer(**request.infer_kwargs(), **self._core.grpc_kwargs(timeout_s))
+        return self._core.finish(result, request)
+
+    async def _ensure_ready(self) -> None:
+        if self._ready:
+            return
+        if self._ready_lock is None:
+            self._ready_lock = asyncio.Lock()
+        async with self._ready_lock:
+            if self._ready:
+                return
+            waiter = self._core.waiter(None)
+            await self._wait(waiter, check_model=True)
+            if self._core.model_config is None:
+                timeout_s = self._core.control_timeout_s(waiter)
+                with self._core.errors("reading the model config", timeout_s):
+                    response = await self._connections.get(_CONTROL).get_model_config(
+                        **self._core.config_call(timeout_s)
+                    )
+                self._core.set_model_config_response(response)
+            self._ready = True
+
+    async def _wait(self, waiter: ReadinessWaiter, *, check_model: bool) -> None:
+        while True:
+            try:
+                readiness = await self._probe(waiter, check_model)
+            except _NOT_YET as exc:
+                waiter.record_error(exc)
+            else:
+                if readiness is Readiness.READY:
+                    return
+                waiter.record(readiness)
+            if waiter.expired():
+                state = await self._model_state() if waiter.needs_model_state() else None
+                raise waiter.failure(state) from waiter.last_error
+            await asyncio.sleep(waiter.next_delay())
+            self._core.check_open()
+
+    async def _probe(self, waiter: ReadinessWaiter, check_model: bool) -> Readiness:
+        client = self._connections.get(_CONTROL)
+        timeout_s = self._core.control_timeout_s(waiter)
+        with self._core.errors("readiness check", timeout_s):
+            # wait_for bounds HTTP probes too: tritonclient.http.aio has one timeout per client, not per call
+            return await asyncio.wait_for(self._probe_io(client, timeout_s, check_model), timeout_s)
+
+    async def _probe_io(self, client: Any, timeout_s: float, check_model: bool) -> Readiness:
+        kwargs = self._core.grpc_kwargs(timeout_s)
+        if not await client.is_server_ready(**kwargs):
+            return Readiness.SERVER_NOT_READY
+        if check_model and not await client.is_model_ready(
+            self._core.model_name, self._core.model_version or "", **kwargs
+        ):
+            return Readiness.MODEL_NOT_READY
+        return Readiness.READY
+
+    async def _model_state(self) -> Optional[Tuple[ModelState, Optional[str]]]:
+        timeout_s = self._core.verdict_timeout_s()
+        try:
+            with self._core.errors("reading the repository index", timeout_s):
+                index = await self._connections.get(_CONTROL).get_model_repository_index(
+                    **self._core.index_call(timeout_s)
+                )
+        except _NOT_YET:
+            _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
+            return None
+        return model_state_from_index(index, self._core.model_name, self._core.model_version)

@@ -1,0 +1,104 @@
+"""Parsing of the model configuration the server returns as JSON (no I/O).
+
+HTTP returns the configuration as a JSON object; gRPC (``as_json=True``) returns the
+protobuf's JSON mapping, which differs in small ways: 64-bit integers come as
+strings and fields at their default value are left out. Both are read here.
+"""
+
+import logging
+from typing import Any, Mapping, Optional
+
+from ..exceptions import PyTritonError
+from ..model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction
+from ..model_config.generator import triton_to_dtype
+from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
+from .exceptions import PyTritonClientError
+
+__all__ = ["parse_model_config"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+def parse_model_config(config: Mapping[str, Any], model_version: Optional[str] = None) -> TritonModelConfig:
+    """Builds a :class:`TritonModelConfig` from the server's JSON model configuration.
+
+    Args:
+        config: the configuration as tritonclient returns it (for gRPC, the ``config`` member
+            of the response).
+        model_version: the version the client asked for (``None``: the latest); the
+            configuration itself does not carry one.
+
+    Returns:
+        The configuration, with tensor dtypes as numpy scalar types. A data type numpy
+        cannot hold (e.g. ``TYPE_BF16``) is kept as its Triton name.
+
+    Raises:
+        PyTritonClientError: the configuration lacks a model name or holds values of the wrong type.
+    """
+    try:
+        return _parse(config, model_version)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PyTritonClientError(f"cannot parse the model configuration returned by the server: {exc!r}") from exc
+
+
+def _parse(config: Mapping[str, Any], model_version: Optional[str]) -> TritonModelConfig:
+    max_batch_size = int(config.get("max_batch_size", 0))
+    instance_groups = config.get("instance_group") or []
+    return TritonModelConfig(
+        model_name=config["name"],
+        model_version=int(model_version) if model_version and str(model_version).isdigit() else 1,
+        max_batch_size=max_batch_size,
+        batching=max_batch_size > 0,
+        batcher=_batcher(config["dynamic_batching"]) if "dynamic_batching" in config else None,
+        instance_count=sum(int(group.get("count", 1)) for group in instance_groups) or 1,
+        decoupled=bool((config.get("model_transaction_policy") or {}).get("decoupled", False)),
+        inputs=tuple(_tensor(spec) for spec in config.get("input") or []),
+        outputs=tuple(_tensor(spec) for spec in config.get("output") or []),
+        response_cache=bool((config.get("response_cache") or {}).get("enable", False)),
+        backend_parameters={
+            key: value.get("string_value", "") for key, value in (config.get("parameters") or {}).items()
+        },
+    )
+
+
+def _tensor(spec: Mapping[str, Any]) -> TensorSpec:
+    name = spec["name"]
+    data_type = spec.get("data_type", "TYPE_INVALID")
+    try:
+        dtype: object = triton_to_dtype(data_type)
+    except PyTritonError:
+        _LOGGER.debug("tensor %r has data type %s, which numpy cannot hold; kept as its name", name, data_type)
+        dtype = data_type
+    return TensorSpec(
+        name=name,
+        shape=tuple(int(dim) for dim in spec.get("dims") or ()),
+        dtype=dtype,
+        optional=bool(spec.get("optional", False)),
+    )
+
+
+def _batcher(section: Mapping[str, Any]) -> DynamicBatcher:
+    preferred = section.get("preferred_batch_size") or None
+    priority_policies = section.get("priority_queue_policy") or {}
+    return DynamicBatcher(
+        max_queue_delay_microseconds=int(section.get("max_queue_delay_microseconds", 0)),
+        preferred_batch_size=tuple(int(size) for size in preferred) if preferred else None,
+        preserve_ordering=bool(section.get("preserve_ordering", False)),
+        priority_levels=int(section.get("priority_levels", 0)),
+        default_priority_level=int(section.get("default_priority_level", 0)),
+        default_queue_policy=_queue_policy(section["default_queue_policy"])
+        if "default_queue_policy" in section
+        else None,
+        priority_queue_policy={int(level): _queue_policy(policy) for level, policy in priority_policies.items()}
+        or None,
+    )
+
+
+def _queue_policy(section: Mapping[str, Any]) -> QueuePolicy:
+    return QueuePolicy(
+        timeout_action=TimeoutAction(section.get("timeout_action", TimeoutAction.REJECT.value)),
+        default_timeout_microseconds=int(section.get("default_timeout_microseconds", 0)),
+        allow_timeout_override=bool(section.get("allow_timeout_override", False)),
+        max_queue_size=int(section.get("max_queue_size", 0)),
+    )
+

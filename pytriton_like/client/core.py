@@ -1,0 +1,269 @@
+"""State and logic every model client shares; the front ends add only I/O.
+
+:class:`ClientCore` knows the url, the model, the timeouts and (once read) the model
+configuration; it checks arguments, builds requests, parses results and names errors.
+It never talks to the server: :class:`~pytriton_like.client.sync.ModelClient` and
+:class:`~pytriton_like.client.aio.AsyncioModelClient` do, each in its own few methods.
+"""
+
+import contextlib
+import itertools
+import logging
+import threading
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..model_config.triton_model_config import TritonModelConfig
+from .config_parser import parse_model_config
+from .error_mapping import ErrorContext, map_errors
+from .exceptions import (
+    PyTritonClientClosedError,
+    PyTritonClientError,
+    PyTritonClientInferenceServerError,
+    PyTritonClientValueError,
+)
+from .inference import (
+    InferRequest,
+    ParametersT,
+    bind_inputs,
+    build_request,
+    parse_result,
+    verify_headers,
+    verify_inputs_args,
+    verify_parameters,
+)
+from .readiness import ReadinessWaiter
+from .url import Protocol, TritonUrl
+
+__all__ = [
+    "ClientCore",
+    "CallArgs",
+    "DEFAULT_INIT_TIMEOUT_S",
+    "DEFAULT_INFERENCE_TIMEOUT_S",
+]
+
+_LOGGER = logging.getLogger(__name__)
+
+DEFAULT_INIT_TIMEOUT_S = 300.0
+DEFAULT_INFERENCE_TIMEOUT_S = 60.0
+# After a readiness wait expired, one more call asks the repository index why; it gets this long.
+_VERDICT_TIMEOUT_S = 1.0
+
+
+class CallArgs:
+    """The checked arguments of one ``infer_sample`` / ``infer_batch`` call, before the model config is known."""
+
+    __slots__ = ("inputs", "named_inputs", "parameters", "headers", "sample")
+
+    def __init__(
+        self,
+        inputs: Sequence[np.ndarray],
+        named_inputs: Mapping[str, np.ndarray],
+        parameters: ParametersT,
+        headers: ParametersT,
+        sample: bool,
+    ):
+        verify_inputs_args(inputs, named_inputs)
+        self.inputs = tuple(inputs)
+        self.named_inputs = dict(named_inputs)
+        self.parameters = verify_parameters(parameters)
+        self.headers = verify_headers(headers)
+        self.sample = sample
+
+
+class ClientCore:
+    """What a model client is, without its connections.
+
+    Args:
+        url: server url, ``[http://|grpc://]host[:port]``.
+        model_name: the model to talk to.
+        model_version: its version (``None``: the latest).
+        init_timeout_s: how long to wait for the server and model (default 300 s).
+        inference_timeout_s: how long one request may take (default 60 s).
+        model_config: the model's configuration, if the caller already knows it.
+
+    Raises:
+        PyTritonClientInvalidUrlError: the url cannot be parsed.
+        PyTritonClientValueError: a bad model name, version or timeout.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        model_name: str,
+        model_version: Optional[str] = None,
+        *,
+        init_timeout_s: Optional[float] = None,
+        inference_timeout_s: Optional[float] = None,
+        model_config: Optional[TritonModelConfig] = None,
+    ):
+        self.url = TritonUrl.from_url(url)
+        if not isinstance(model_name, str) or not model_name:
+            raise PyTritonClientValueError(f"model_name must be a non-empty string, got {model_name!r}")
+        if model_version is not None:
+            if isinstance(model_version, bool) or not isinstance(model_version, (str, int)):
+                raise PyTritonClientValueError(f"model_version must be a string or None, got {model_version!r}")
+            model_version = str(model_version) or None
+        self.model_name = model_name
+        self.model_version = model_version
+        self.init_timeout_s = _timeout("init_timeout_s", init_timeout_s, DEFAULT_INIT_TIMEOUT_S)
+        self.inference_timeout_s = _timeout("inference_timeout_s", inference_timeout_s, DEFAULT_INFERENCE_TIMEOUT_S)
+        if model_config is not None and not isinstance(model_config, TritonModelConfig):
+            raise PyTritonClientValueError(
+                f"model_config must be a TritonModelConfig, got {type(model_config).__name__}"
+            )
+        self._model_config = model_config
+        self._request_ids = itertools.count(1)
+        self._closed = threading.Event()
+
+    @property
+    def protocol(self) -> Protocol:
+        """HTTP or gRPC."""
+        return self.url.protocol
+
+    @property
+    def model_config(self) -> Optional[TritonModelConfig]:
+        """The model configuration, once known."""
+        return self._model_config
+
+    @property
+    def closed(self) -> bool:
+        """Whether the client was closed."""
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        """Marks the client closed; later calls raise :class:`PyTritonClientClosedError`."""
+        self._closed.set()
+
+    def check_open(self) -> None:
+        """Raises :class:`PyTritonClientClosedError` if the client was closed."""
+        if self._closed.is_set():
+            raise PyTritonClientClosedError(
+                f"the client of model {self.model_name!r} at {self.url} is closed", **self._attributes()
+            )
+
+    def context(self, operation: str, timeout_s: Optional[float] = None) -> ErrorContext:
+        """The error context of an operation of this client."""
+        return ErrorContext(
+            operation=operation,
+            model_name=self.model_name,
+            model_version=self.model_version,
+            url=self.url.with_scheme,
+            timeout_s=timeout_s,
+        )
+
+    @contextlib.contextmanager
+    def errors(self, operation: str, timeout_s: Optional[float] = None) -> Iterator[None]:
+        """Maps errors of the I/O inside to client errors (see :mod:`.error_mapping`).
+
+        An error that happens because the client was closed meanwhile (from another
+        thread) becomes :class:`PyTritonClientClosedError`.
+        """
+        try:
+            with map_errors(self.context(operation, timeout_s)):
+                yield
+        except PyTritonClientError as exc:
+            if self._closed.is_set() and not isinstance(exc, PyTritonClientClosedError):
+                raise PyTritonClientClosedError(
+                    f"the client of model {self.model_name!r} at {self.url} was closed during {operation}: {exc}",
+                    **self._attributes(),
+                ) from exc
+            raise
+
+    def pause(self, seconds: float) -> None:
+        """Sleeps between readiness probes (sync clients); returns early, raising, if the client is closed."""
+        self._closed.wait(seconds)
+        self.check_open()
+
+    def waiter(self, timeout_s: Optional[float]) -> ReadinessWaiter:
+        """A readiness wait of ``timeout_s`` (default: ``init_timeout_s``)."""
+        timeout_s = self.init_timeout_s if timeout_s is None else _timeout("timeout_s", timeout_s, None)
+        return ReadinessWaiter(timeout_s, self.context("wait for readiness", timeout_s))
+
+    def control_timeout_s(self, waiter: Optional[ReadinessWaiter] = None) -> float:
+        """Timeout of one readiness probe or config read: never past the wait's deadline."""
+        limit = min(self.inference_timeout_s, self.init_timeout_s)
+        if waiter is None:
+            return limit
+        # a probe gets a floor of 10 ms so that a nearly spent deadline still allows one try
+        return max(0.01, min(limit, waiter.remaining()))
+
+    def set_model_config(self, raw_config: Mapping[str, Any]) -> TritonModelConfig:
+        """Parses and keeps the server's JSON model config (for gRPC, its ``config`` member)."""
+        config = parse_model_config(raw_config, self.model_version)
+        _LOGGER.debug("model config of %s at %s: %s", self.model_name, self.url, config)
+        self._model_config = config
+        return config
+
+    def prepare(self, call: CallArgs) -> InferRequest:
+        """Builds the request of a checked call; the model config must be known.
+
+        Raises:
+            PyTritonClientInferenceServerError: the model is decoupled (streaming).
+            PyTritonClientModelDoesntSupportBatchingError: a batch for a model that does not batch.
+            PyTritonClientValueError: inputs that do not fit the model.
+        """
+        config = self._require_config()
+        if config.decoupled:
+            raise PyTritonClientInferenceServerError(
+                f"model {self.model_name!r} is decoupled (streams responses); these clients cannot call it",
+                **self._attributes(),
+            )
+        inputs = bind_inputs(config, call.inputs, call.named_inputs)
+        return build_request(
+            self.protocol,
+            config,
+            inputs,
+            model_name=self.model_name,
+            model_version=self.model_version,
+            request_id=str(next(self._request_ids)),
+            parameters=call.parameters,
+            headers=call.headers,
+            sample=call.sample,
+        )
+
+    def finish(self, result: Any, request: InferRequest) -> Dict[str, np.ndarray]:
+        """The arrays of a result, batch axis stripped for a sample."""
+        return parse_result(result, request)
+
+    def grpc_kwargs(self, timeout_s: float) -> Dict[str, float]:
+        """Per-call timeout keyword arguments of tritonclient.grpc (HTTP has its timeouts per client)."""
+        return {"client_timeout": timeout_s} if self.protocol is Protocol.GRPC else {}
+
+    def verdict_timeout_s(self) -> float:
+        """Timeout of the repository-index call that explains an expired readiness wait."""
+        return min(_VERDICT_TIMEOUT_S, self.control_timeout_s())
+
+    def config_call(self, timeout_s: float) -> Dict[str, Any]:
+        """Arguments of tritonclient's ``get_model_config`` (sync or asyncio, HTTP or gRPC)."""
+        kwargs: Dict[str, Any] = {"model_name": self.model_name, "model_version": self.model_version or ""}
+        if self.protocol is Protocol.GRPC:
+            kwargs.update(as_json=True, client_timeout=timeout_s)
+        return kwargs
+
+    def index_call(self, timeout_s: float) -> Dict[str, Any]:
+        """Arguments of tritonclient's ``get_model_repository_index``."""
+        return {"as_json": True, "client_timeout": timeout_s} if self.protocol is Protocol.GRPC else {}
+
+    def set_model_config_response(self, response: Mapping[str, Any]) -> TritonModelConfig:
+        """Keeps the model config from tritonclient's ``get_model_config`` response (HTTP or gRPC JSON)."""
+        return self.set_model_config(response["config"] if self.protocol is Protocol.GRPC else response)
+
+    def _require_config(self) -> TritonModelConfig:
+        if self._model_config is None:
+            raise PyTritonClientError(
+                f"the configuration of model {self.model_name!r} is not known yet", **self._attributes()
+            )
+        return self._model_config
+
+    def _attributes(self) -> dict:
+        return {"model_name": self.model_name, "model_version": self.model_version, "url": self.url.with_scheme}
+
+
+def _timeout(name: str, value: Optional[float], default: Optional[float]) -> float:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise PyTritonClientValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+    return float(value)

@@ -1,0 +1,144 @@
+"""The one place where tritonclient, grpc, aiohttp and socket errors become client errors.
+
+Errors are told apart by type, then (for tritonclient's ``InferenceServerException``
+and grpc's ``RpcError``) by the status the server answered with:
+
+==========================================================  ======================================
+what came                                                   what is raised
+==========================================================  ======================================
+socket / asyncio timeout, gRPC ``DEADLINE_EXCEEDED``        PyTritonClientTimeoutError
+HTTP 404, gRPC ``NOT_FOUND`` (unknown model or version)     PyTritonClientModelUnavailableError
+HTTP 503, gRPC ``UNAVAILABLE``, refused/reset connections,  PyTritonClientModelUnavailableError
+unresolvable host, aiohttp connection errors
+any other status the server answered with                   PyTritonClientInferenceServerError
+tritonclient errors without a status (raised client-side)   PyTritonClientError
+==========================================================  ======================================
+
+Errors that are already client errors pass through unchanged.
+"""
+
+import asyncio
+import contextlib
+import dataclasses
+import socket
+from typing import Iterator, Optional
+
+import aiohttp
+import grpc
+from tritonclient.utils import InferenceServerException
+
+from .exceptions import (
+    PyTritonClientError,
+    PyTritonClientInferenceServerError,
+    PyTritonClientModelUnavailableError,
+    PyTritonClientTimeoutError,
+)
+
+__all__ = ["ErrorContext", "MAPPED_ERRORS", "translate_error", "map_errors"]
+
+# What map_errors catches; anything else (e.g. a bug of ours) propagates untouched.
+MAPPED_ERRORS = (InferenceServerException, grpc.RpcError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
+
+_TIMEOUT_STATUSES = frozenset({"StatusCode.DEADLINE_EXCEEDED", "408", "504"})
+_NOT_FOUND_STATUSES = frozenset({"StatusCode.NOT_FOUND", "404"})
+_UNAVAILABLE_STATUSES = frozenset({"StatusCode.UNAVAILABLE", "503"})
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorContext:
+    """What a client was doing when an error came; it goes into the message and attributes.
+
+    Attributes:
+        operation: what was attempted, e.g. ``"inference"`` or ``"readiness check"``.
+        model_name: the model the client talks to.
+        model_version: the requested version (``None``: the latest).
+        url: the server url with its scheme.
+        timeout_s: the timeout that applied to the operation, if any.
+    """
+
+    operation: str
+    model_name: Optional[str]
+    model_version: Optional[str]
+    url: str
+    timeout_s: Optional[float] = None
+
+    def describe(self) -> str:
+        """E.g. ``inference of model 'Double' (latest version) at http://localhost:8000``."""
+        version = f"version {self.model_version}" if self.model_version else "latest version"
+        return f"{self.operation} of model {self.model_name!r} ({version}) at {self.url}"
+
+    def attributes(self) -> dict:
+        """Context keyword arguments of :class:`PyTritonClientError`."""
+        return {"model_name": self.model_name, "model_version": self.model_version, "url": self.url}
+
+
+def translate_error(exc: BaseException, context: ErrorContext) -> PyTritonClientError:
+    """Returns the client error for ``exc``; the caller raises it ``from exc``.
+
+    Args:
+        exc: an error raised by tritonclient, grpc, aiohttp or the socket layer.
+        context: what the client was doing.
+
+    Returns:
+        The matching :class:`PyTritonClientError` (``exc`` itself if it already is one).
+    """
+    if isinstance(exc, PyTritonClientError):
+        return exc
+    if isinstance(exc, InferenceServerException):
+        return _from_status(exc.status(), exc.message() or str(exc), context)
+    if isinstance(exc, grpc.RpcError):
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        details = exc.details() if callable(getattr(exc, "details", None)) else None
+        return _from_status(str(code) if code is not None else None, details or str(exc), context)
+    # socket.timeout is TimeoutError (an OSError) since 3.10, and asyncio.TimeoutError is TimeoutError
+    # since 3.11; aiohttp's ServerTimeoutError is both an asyncio.TimeoutError and a ClientError.
+    if isinstance(exc, (socket.timeout, TimeoutError, asyncio.TimeoutError)):
+        return _timeout(context, str(exc) or type(exc).__name__)
+    if isinstance(exc, (OSError, aiohttp.ClientError)):
+        return PyTritonClientModelUnavailableError(
+            f"{context.describe()} failed: cannot reach the server: {type(exc).__name__}: {exc}",
+            **context.attributes(),
+        )
+    return PyTritonClientError(
+        f"{context.describe()} failed: {type(exc).__name__}: {exc}",
+        **context.attributes(),
+    )
+
+
+@contextlib.contextmanager
+def map_errors(context: ErrorContext) -> Iterator[None]:
+    """Re-raises errors of :data:`MAPPED_ERRORS` as client errors chained ``from`` the original."""
+    try:
+        yield
+    except PyTritonClientError:
+        raise
+    except MAPPED_ERRORS as exc:
+        raise translate_error(exc, context) from exc
+
+
+def _from_status(status: Optional[str], message: str, context: ErrorContext) -> PyTritonClientError:
+    if status is None:
+        # tritonclient raised it itself, before or after talking to the server
+        return PyTritonClientError(f"{context.describe()} failed in tritonclient: {message}", **context.attributes())
+    if status in _TIMEOUT_STATUSES:
+        return _timeout(context, message)
+    if status in _NOT_FOUND_STATUSES:
+        return PyTritonClientModelUnavailableError(
+            f"{context.describe()} failed: model not available: {message}", **context.attributes()
+        )
+    if status in _UNAVAILABLE_STATUSES:
+        return PyTritonClientModelUnavailableError(
+            f"{context.describe()} failed: server unavailable: {message}", **context.attributes()
+        )
+    return PyTritonClientInferenceServerError(
+        f"{context.describe()} failed: {message}", status=status, **context.attributes()
+    )
+
+
+def _timeout(context: ErrorContext, detail: str) -> PyTritonClientTimeoutError:
+    limit = f" within {context.timeout_s:g} s" if context.timeout_s is not None else ""
+    return PyTritonClientTimeoutError(
+        f"{context.describe()} did not finish{limit}: {detail}",
+        timeout_s=context.timeout_s,
+        **context.attributes(),
+    )

@@ -1,0 +1,191 @@
+"""``FuturesModelClient``: a thread pool over one :class:`~pytriton_like.client.sync.ModelClient`.
+
+``ModelClient`` is thread-safe (one tritonclient.http client per thread, one shared
+gRPC channel), so every worker thread shares one ``ModelClient``: the model config is
+read once and the readiness wait happens once.
+"""
+
+import concurrent.futures
+import logging
+import os
+import threading
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .core import DEFAULT_INIT_TIMEOUT_S
+from .exceptions import PyTritonClientClosedError, PyTritonClientQueueFullError, PyTritonClientValueError
+from .inference import ParametersT
+from .sync import ModelClient
+
+__all__ = ["FuturesModelClient"]
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class FuturesModelClient:
+    """Client whose calls return :class:`concurrent.futures.Future` objects.
+
+    Args:
+        url: server url (see :class:`~pytriton_like.client.sync.ModelClient`).
+        model_name: name of the model.
+        model_version: version of the model; ``None`` for the latest.
+        max_workers: threads sending requests (default 128, as PyTriton); ``None`` for
+            :class:`~concurrent.futures.ThreadPoolExecutor`'s default.
+        max_queue_size: requests that may wait for a free thread (default 128); ``None`` for no limit.
+        non_blocking: when the queue is full, raise :class:`PyTritonClientQueueFullError`
+            instead of blocking until there is room.
+        init_timeout_s: how long to wait for the server and model (default 300 s).
+        inference_timeout_s: how long one request may take (default 60 s).
+
+    Raises:
+        PyTritonClientValueError: ``max_workers`` or ``max_queue_size`` not a positive integer.
+        PyTritonClientInvalidUrlError: the url cannot be parsed.
+
+    Example:
+        >>> with FuturesModelClient("localhost", "Double") as client:  # doctest: +SKIP
+        ...     futures = [client.infer_sample(np.array([i], np.float32)) for i in range(8)]
+        ...     results = [f.result() for f in futures]
+    """
+
+    def __init__(
+        self,
+        url: str,
+        model_name: str,
+        model_version: Optional[str] = None,
+        *,
+        max_workers: Optional[int] = 128,
+        max_queue_size: Optional[int] = 128,
+        non_blocking: bool = False,
+        init_timeout_s: Optional[float] = None,
+        inference_timeout_s: Optional[float] = None,
+    ):
+        for name, value in (("max_workers", max_workers), ("max_queue_size", max_queue_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise PyTritonClientValueError(f"{name} must be a positive integer or None, got {value!r}")
+        self._client = ModelClient(
+            url,
+            model_name,
+            model_version,
+            lazy_init=True,
+            init_timeout_s=DEFAULT_INIT_TIMEOUT_S if init_timeout_s is None else init_timeout_s,
+            inference_timeout_s=inference_timeout_s,
+        )
+        if max_workers is None:
+            max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's own default
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix=f"pytriton_like-client-{model_name}"
+        )
+        # a slot for every request in a thread or waiting for one
+        self._slots = threading.BoundedSemaphore(max_workers + max_queue_size) if max_queue_size is not None else None
+        self._non_blocking = non_blocking
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        """Name of the model."""
+        return self._client.model_name
+
+    @property
+    def model_version(self) -> Optional[str]:
+        """Requested version of the model (``None``: the latest)."""
+        return self._client.model_version
+
+    def wait_for_model(self, timeout_s: float) -> "concurrent.futures.Future[None]":
+        """A future that resolves to ``None`` once the server and model are ready.
+
+        See :meth:`ModelClient.wait_for_model`; its errors are raised by ``Future.result()``.
+        """
+        return self._submit(self._client.wait_for_model, timeout_s)
+
+    def model_config(self) -> "concurrent.futures.Future[Any]":
+        """A future of the model's :class:`TritonModelConfig` (waits ``init_timeout_s`` for the model)."""
+        return self._submit(lambda: self._client.model_config)
+
+    def infer_sample(
+        self,
+        *inputs: np.ndarray,
+        parameters: ParametersT = None,
+        headers: ParametersT = None,
+        **named_inputs: np.ndarray,
+    ) -> "concurrent.futures.Future[dict]":
+        """A future of ``ModelClient.infer_sample(...)``; errors are raised by ``Future.result()``.
+
+        Raises:
+            PyTritonClientClosedError: the client is closed.
+            PyTritonClientQueueFullError: ``non_blocking`` and the queue is full.
+        """
+        return self._submit(self._client.infer_sample, *inputs, parameters=parameters, headers=headers, **named_inputs)
+
+    def infer_batch(
+        self,
+        *inputs: np.ndarray,
+        parameters: ParametersT = None,
+        headers: ParametersT = None,
+        **named_inputs: np.ndarray,
+    ) -> "concurrent.futures.Future[dict]":
+        """A future of ``ModelClient.infer_batch(...)``; errors are raised by ``Future.result()``.
+
+        Raises:
+            PyTritonClientClosedError: the client is closed.
+            PyTritonClientQueueFullError: ``non_blocking`` and the queue is full.
+        """
+        return self._submit(self._client.infer_batch, *inputs, parameters=parameters, headers=headers, **named_inputs)
+
+    def close(self, wait: bool = True) -> None:
+        """Stops taking requests; queued requests still run, then the connections close.
+
+        Args:
+            wait: return only once queued and running requests are done and the
+                connections are closed; otherwise that happens in a background thread.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        _LOGGER.debug("closing futures client of %s", self._client.model_name)
+        if wait:
+            self._drain()
+        else:
+            threading.Thread(target=self._drain, name="pytriton_like-client-close").start()
+
+    def __enter__(self) -> "FuturesModelClient":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def _drain(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._client.close()
+
+    def _submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        if self._closed:
+            raise self._closed_error()
+        if self._slots is not None and not self._slots.acquire(blocking=not self._non_blocking):
+            raise PyTritonClientQueueFullError(
+                f"the request queue of the client of model {self._client.model_name!r} is full",
+                model_name=self._client.model_name,
+                model_version=self._client.model_version,
+                url=self._client.url,
+            )
+        try:
+            future = self._executor.submit(fn, *args, **kwargs)
+        except RuntimeError:  # the executor was shut down by a concurrent close()
+            self._release(None)
+            raise self._closed_error() from None
+        future.add_done_callback(self._release)
+        return future
+
+    def _release(self, _: Optional[concurrent.futures.Future]) -> None:
+        if self._slots is not None:
+            self._slots.release()
+
+    def _closed_error(self) -> PyTritonClientClosedError:
+        return PyTritonClientClosedError(
+            f"the futures client of model {self._client.model_name!r} is closed",
+            model_name=self._client.model_name,
+            model_version=self._client.model_version,
+            url=self._client.url,
+        )

@@ -1,0 +1,290 @@
+"""One inference request and its result, without I/O.
+
+Input checks, the batch axis, building tritonclient ``InferInput`` /
+``InferRequestedOutput`` objects and turning an ``InferResult`` into a dict of numpy
+arrays. The sync, asyncio and futures clients all go through these functions.
+"""
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import tritonclient.grpc
+import tritonclient.http
+from tritonclient.utils import (
+    TRITON_RESERVED_REQUEST_PARAMS,
+    TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
+    np_to_triton_dtype,
+)
+
+from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
+from .exceptions import PyTritonClientModelDoesntSupportBatchingError, PyTritonClientValueError
+from .url import Protocol
+
+__all__ = [
+    "InferRequest",
+    "ParametersT",
+    "verify_inputs_args",
+    "verify_parameters",
+    "verify_headers",
+    "bind_inputs",
+    "build_request",
+    "parse_result",
+]
+
+ParameterValueT = Union[str, int, bool, float]
+ParametersT = Optional[Mapping[str, ParameterValueT]]
+
+_BYTES = "BYTES"
+
+
+@dataclasses.dataclass(frozen=True)
+class InferRequest:
+    """Everything a client hands tritonclient's ``infer`` for one request.
+
+    Attributes:
+        model_name: the model to run.
+        model_version: the version to run; ``""`` means the latest.
+        inputs: tritonclient ``InferInput`` objects with their data set.
+        outputs: tritonclient ``InferRequestedOutput`` objects, one per output in the model config.
+        request_id: id of the request, unique within the client.
+        parameters: custom request parameters, or ``None``.
+        headers: HTTP headers / gRPC metadata (keys lower-cased, values strings), or ``None``.
+        strip_batch_axis: the request is one sample sent with a batch axis of 1 that the
+            result must lose again.
+    """
+
+    model_name: str
+    model_version: str
+    inputs: List[Any]
+    outputs: List[Any]
+    request_id: str
+    parameters: Optional[Dict[str, ParameterValueT]]
+    headers: Optional[Dict[str, str]]
+    strip_batch_axis: bool
+
+    def infer_kwargs(self) -> Dict[str, Any]:
+        """Keyword arguments of tritonclient's ``infer`` (HTTP and gRPC, sync and asyncio)."""
+        return {
+            "model_name": self.model_name,
+            "model_version": self.model_version,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "request_id": self.request_id,
+            "parameters": self.parameters,
+            "headers": self.headers,
+        }
+
+
+def verify_inputs_args(inputs: Sequence[Any], named_inputs: Mapping[str, Any]) -> None:
+    """Checks that inputs are given either positionally or by name, not both, and not none.
+
+    Raises:
+        PyTritonClientValueError: no inputs, or positional and named inputs mixed.
+    """
+    if not inputs and not named_inputs:
+        raise PyTritonClientValueError("no inputs given; pass numpy arrays positionally or by input name")
+    if inputs and named_inputs:
+        raise PyTritonClientValueError(
+            f"inputs given both positionally ({len(inputs)}) and by name ({', '.join(named_inputs)}); use one way"
+        )
+    for name, value in _labelled(inputs, named_inputs):
+        if not isinstance(value, np.ndarray):
+            raise PyTritonClientValueError(f"input {name} must be a numpy array, got {type(value).__name__}")
+
+
+def verify_parameters(parameters: ParametersT) -> Optional[Dict[str, ParameterValueT]]:
+    """Checks custom request parameters and returns them as a plain dict.
+
+    Raises:
+        PyTritonClientValueError: not a dict, a key that is not a string or that Triton
+            reserves (``priority``, ``timeout``, ``triton_*``...), or a value that is not
+            a str, int, bool or float.
+    """
+    if parameters is None:
+        return None
+    _verify_mapping("parameters", parameters, (str, int, bool, float))
+    for key in parameters:
+        if key in TRITON_RESERVED_REQUEST_PARAMS or key.startswith(TRITON_RESERVED_REQUEST_PARAMS_PREFIX):
+            raise PyTritonClientValueError(
+                f"parameter {key!r} is reserved by Triton; reserved: "
+                f"{', '.join(TRITON_RESERVED_REQUEST_PARAMS)} and names starting with "
+                f"{TRITON_RESERVED_REQUEST_PARAMS_PREFIX!r}"
+            )
+    return dict(parameters)
+
+
+def verify_headers(headers: ParametersT) -> Optional[Dict[str, str]]:
+    """Checks request headers and returns them with lower-case keys and string values.
+
+    Keys are lower-cased because gRPC metadata keys must be, and HTTP header names are
+    case-insensitive anyway.
+
+    Raises:
+        PyTritonClientValueError: not a dict, a key that is not a string, or a value that
+            is not a str, int or bool.
+    """
+    if headers is None:
+        return None
+    _verify_mapping("headers", headers, (str, int, bool))
+    return {key.lower(): str(value) for key, value in headers.items()}
+
+
+def _verify_mapping(what: str, mapping: Any, value_types: Tuple[type, ...]) -> None:
+    if not isinstance(mapping, Mapping):
+        raise PyTritonClientValueError(f"{what} must be a dict, got {type(mapping).__name__}")
+    allowed = ", ".join(t.__name__ for t in value_types)
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise PyTritonClientValueError(f"{what} keys must be strings, got {type(key).__name__}: {key!r}")
+        if not isinstance(value, value_types):
+            raise PyTritonClientValueError(
+                f"{what}[{key!r}] must be one of {allowed}, got {type(value).__name__}: {value!r}"
+            )
+
+
+def bind_inputs(
+    config: TritonModelConfig, inputs: Sequence[np.ndarray], named_inputs: Mapping[str, np.ndarray]
+) -> Dict[str, np.ndarray]:
+    """Names positional inputs after the model's inputs, in config order, and checks the names.
+
+    Raises:
+        PyTritonClientValueError: more positional inputs than the model has, an unknown
+            input name, or a required input left out.
+    """
+    known = [spec.name for spec in config.inputs]
+    if inputs:
+        if len(inputs) > len(known):
+            raise PyTritonClientValueError(
+                f"model {config.model_name!r} takes {len(known)} inputs ({', '.join(known)}), got {len(inputs)}"
+            )
+        bound = dict(zip(known, inputs))
+    else:
+        unknown = [name for name in named_inputs if name not in known]
+        if unknown:
+            raise PyTritonClientValueError(
+                f"model {config.model_name!r} has no input(s) {', '.join(map(repr, unknown))}; "
+                f"its inputs are {', '.join(map(repr, known))}"
+            )
+        bound = dict(named_inputs)
+    missing = [spec.name for spec in config.inputs if not spec.optional and spec.name not in bound]
+    if missing:
+        raise PyTritonClientValueError(
+            f"model {config.model_name!r} requires input(s) {', '.join(map(repr, missing))}; "
+            f"got {', '.join(map(repr, bound)) or 'none'}"
+        )
+    return bound
+
+
+def build_request(
+    protocol: Protocol,
+    config: TritonModelConfig,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    model_name: str,
+    model_version: Optional[str],
+    request_id: str,
+    parameters: Optional[Dict[str, ParameterValueT]],
+    headers: Optional[Dict[str, str]],
+    sample: bool,
+) -> InferRequest:
+    """Builds the tritonclient request for bound inputs (see :func:`bind_inputs`).
+
+    A sample sent to a batching model gets a batch axis of 1 here; the result loses it
+    in :func:`parse_result`.
+
+    Args:
+        protocol: selects tritonclient.http or tritonclient.grpc request objects.
+        config: the model's configuration.
+        inputs: input arrays by input name.
+        model_name: the model to run.
+        model_version: the version to run (``None``: the latest).
+        request_id: id of the request.
+        parameters: checked custom parameters (see :func:`verify_parameters`).
+        headers: checked headers (see :func:`verify_headers`).
+        sample: ``True`` for ``infer_sample``, ``False`` for ``infer_batch``.
+
+    Raises:
+        PyTritonClientModelDoesntSupportBatchingError: a batch for a model that does not batch.
+        PyTritonClientValueError: an array whose dtype Triton cannot carry or that does not
+            match the model's input.
+    """
+    if not sample and not config.batching:
+        raise PyTritonClientModelDoesntSupportBatchingError(
+            f"model {config.model_name!r} does not support batching (max_batch_size 0); use infer_sample",
+            model_name=model_name,
+            model_version=model_version,
+        )
+    add_batch_axis = sample and config.batching
+    specs = {spec.name: spec for spec in config.inputs}
+    lib = tritonclient.http if protocol is Protocol.HTTP else tritonclient.grpc
+    wrapped = []
+    for name, array in inputs.items():
+        array, datatype = _wire_array(name, array, specs.get(name))
+        if add_batch_axis:
+            array = array[np.newaxis, ...]
+        infer_input = lib.InferInput(name, list(array.shape), datatype)
+        infer_input.set_data_from_numpy(array)
+        wrapped.append(infer_input)
+    outputs = [lib.InferRequestedOutput(spec.name) for spec in config.outputs]
+    return InferRequest(
+        model_name=model_name,
+        model_version=model_version or "",
+        inputs=wrapped,
+        outputs=outputs,
+        request_id=request_id,
+        parameters=parameters,
+        headers=headers,
+        strip_batch_axis=add_batch_axis,
+    )
+
+
+def _wire_array(name: str, array: np.ndarray, spec: Optional[TensorSpec]) -> Tuple[np.ndarray, str]:
+    """The array as Triton will carry it (str arrays encoded to UTF-8) and its Triton dtype."""
+    if array.dtype.type is np.str_:
+        array = np.char.encode(array, "utf-8")
+    datatype = np_to_triton_dtype(array.dtype)
+    if datatype is None:
+        raise PyTritonClientValueError(
+            f"input {name!r} has dtype {array.dtype}, which Triton cannot carry; use bool, (u)int8-64, "
+            "float16/32/64, or bytes/str/object for BYTES"
+        )
+    expected = _spec_datatype(spec)
+    if expected is not None and expected != datatype:
+        raise PyTritonClientValueError(f"input {name!r} of the model is {expected}, got an array of {array.dtype}")
+    return array, datatype
+
+
+def _spec_datatype(spec: Optional[TensorSpec]) -> Optional[str]:
+    """Triton's dtype name of a config tensor (STRING and BYTES both as BYTES); None if unknown."""
+    if spec is None:
+        return None
+    dtype = spec.dtype
+    if isinstance(dtype, str):  # a Triton type numpy cannot hold (e.g. BF16): leave it to the server
+        return None
+    if dtype is object or dtype in (np.bytes_, np.str_, np.object_):
+        return _BYTES
+    return np_to_triton_dtype(np.dtype(dtype))
+
+
+def parse_result(result: Any, request: InferRequest) -> Dict[str, np.ndarray]:
+    """Turns a tritonclient ``InferResult`` (HTTP or gRPC) into arrays by output name.
+
+    Arrays of numeric outputs are views of the response buffer (read-only); BYTES outputs
+    are object arrays of ``bytes``. Outputs of a sample lose the batch axis added by
+    :func:`build_request`.
+    """
+    response = result.get_response()
+    outputs = response.get("outputs", []) if isinstance(response, dict) else response.outputs
+    names = [output["name"] if isinstance(output, dict) else output.name for output in outputs]
+    arrays = {name: result.as_numpy(name) for name in names}
+    if request.strip_batch_axis:
+        arrays = {name: array[0] if array.ndim else array for name, array in arrays.items()}
+    return arrays
+
+
+def _labelled(inputs: Sequence[Any], named_inputs: Mapping[str, Any]):
+    for index, value in enumerate(inputs):
+        yield f"#{index}", value
+    for name, value in named_inputs.items():
+        yield repr(name), value

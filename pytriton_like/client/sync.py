@@ -1,0 +1,360 @@
+"""``ModelClient``: the synchronous client, over tritonclient.http or tritonclient.grpc.
+
+Thread safety: tritonclient.http runs on gevent, whose sockets belong to the thread
+(hub) that opened them; a tritonclient.http client used from a second thread fails
+with ``greenlet.error`` or hangs. So a ``ModelClient`` opens one tritonclient.http
+client per thread that uses it. gRPC channels are thread-safe, so gRPC uses one
+tritonclient.grpc client for all threads.
+"""
+
+import logging
+import threading
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import tritonclient.grpc
+import tritonclient.http
+
+from ..model_config.triton_model_config import TritonModelConfig
+from .core import CallArgs, ClientCore
+from .exceptions import (
+    PyTritonClientInferenceServerError,
+    PyTritonClientModelUnavailableError,
+    PyTritonClientTimeoutError,
+)
+from .inference import ParametersT
+from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
+from .url import Protocol
+
+__all__ = ["ModelClient"]
+
+_LOGGER = logging.getLogger(__name__)
+
+# Probe errors that mean "not ready yet": keep polling until the deadline.
+_NOT_YET = (PyTritonClientModelUnavailableError, PyTritonClientTimeoutError, PyTritonClientInferenceServerError)
+
+_CONTROL = "control"  # readiness probes, model config, repository index
+_INFERENCE = "inference"
+
+
+class _Connections:
+    """The tritonclient clients of one ModelClient: per thread and role for HTTP, one shared for gRPC.
+
+    HTTP gets a ``control`` client, whose timeouts stay within the readiness wait, and an
+    ``inference`` client with the inference timeout (tritonclient.http sets timeouts per client).
+    """
+
+    def __init__(self, core: ClientCore):
+        self._core = core
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._shared: Optional[Any] = None
+        # (owner thread, client); clients of threads that ended are closed when the next one is opened
+        self._opened: List[Tuple["weakref.ref[threading.Thread]", Any]] = []
+
+    def get(self, role: str) -> Any:
+        """The tritonclient client of ``role`` for the calling thread."""
+        self._core.check_open()
+        if self._core.protocol is Protocol.GRPC:
+            with self._lock:
+                self._core.check_open()
+                if self._shared is None:
+                    self._shared = self._open(role)
+                return self._shared
+        clients: Dict[str, Any] = self._local.__dict__.setdefault("clients", {})
+        client = clients.get(role)
+        if client is None:
+            with self._lock:
+                self._core.check_open()
+                self._close_orphans()
+                client = clients[role] = self._open(role)
+                self._opened.append((weakref.ref(threading.current_thread()), client))
+        return client
+
+    def close(self) -> None:
+        """Closes every client opened (the core must be marked closed first)."""
+        with self._lock:
+            clients = [client for _, client in self._opened]
+            if self._shared is not None:
+                clients.append(self._shared)
+            self._opened, self._shared = [], None
+        for client in clients:
+            _close_quietly(client)
+
+    def _open(self, role: str) -> Any:
+        core = self._core
+        address = core.url.without_scheme
+        if core.protocol is Protocol.GRPC:
+            _LOGGER.debug("opening tritonclient.grpc client for %s", core.url)
+            return tritonclient.grpc.InferenceServerClient(address)
+        timeout_s = core.inference_timeout_s if role == _INFERENCE else core.control_timeout_s()
+        _LOGGER.debug(
+            "opening tritonclient.http %s client for %s in thread %s (timeout %s s)",
+            role,
+            core.url,
+            threading.current_thread().name,
+            timeout_s,
+        )
+        return tritonclient.http.InferenceServerClient(address, connection_timeout=timeout_s, network_timeout=timeout_s)
+
+    def _close_orphans(self) -> None:
+        alive = []
+        for owner, client in self._opened:
+            thread = owner()
+            if thread is not None and thread.is_alive():
+                alive.append((owner, client))
+            else:
+                _close_quietly(client)
+        self._opened = alive
+
+
+def _close_quietly(client: Any) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - closing must not fail; a socket error here changes nothing
+        _LOGGER.debug("error while closing a tritonclient client", exc_info=True)
+
+
+class ModelClient:
+    """Synchronous client of one model served by Triton Inference Server.
+
+    The client waits for the server and the model to be ready (at the first request, or at
+    construction with ``lazy_init=False``), reads the model configuration, and then sends
+    requests. It may be shared between threads.
+
+    Args:
+        url: server url, e.g. ``localhost`` (HTTP, port 8000), ``http://host:8000`` or
+            ``grpc://host:8001`` (gRPC; default port 8001).
+        model_name: name of the model.
+        model_version: version of the model; ``None`` for the latest.
+        lazy_init: wait for the model and read its config at the first request instead of now.
+        init_timeout_s: how long to wait for the server and model to be ready (default 300 s).
+        inference_timeout_s: how long one inference request may take (default 60 s); enforced
+            client-side on both protocols.
+        model_config: the model configuration, if known; then it is not read from the server.
+        ensure_model_is_ready: with ``model_config`` given, still wait for the model before
+            the first request.
+
+    Raises:
+        PyTritonClientInvalidUrlError: the url cannot be parsed.
+        PyTritonClientValueError: a bad model name, version or timeout.
+        PyTritonClientTimeoutError: ``lazy_init=False`` and the model was not ready in time.
+        PyTritonClientModelUnavailableError: ``lazy_init=False`` and the server does not have the model.
+
+    Example:
+        >>> with ModelClient("localhost", "Double") as client:  # doctest: +SKIP
+        ...     client.infer_sample(np.array([1.0], dtype=np.float32))
+        {'y': array([2.], dtype=float32)}
+    """
+
+    def __init__(
+        self,
+        url: str,
+        model_name: str,
+        model_version: Optional[str] = None,
+        *,
+        lazy_init: bool = True,
+        init_timeout_s: Optional[float] = None,
+        inference_timeout_s: Optional[float] = None,
+        model_config: Optional[TritonModelConfig] = None,
+        ensure_model_is_ready: bool = True,
+    ):
+        self._core = ClientCore(
+            url,
+            model_name,
+            model_version,
+            init_timeout_s=init_timeout_s,
+            inference_timeout_s=inference_timeout_s,
+            model_config=model_config,
+        )
+        self._connections = _Connections(self._core)
+        self._ready = model_config is not None and not ensure_model_is_ready
+        self._ready_lock = threading.Lock()
+        if not lazy_init:
+            try:
+                self._ensure_ready()
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def model_name(self) -> str:
+        """Name of the model."""
+        return self._core.model_name
+
+    @property
+    def model_version(self) -> Optional[str]:
+        """Requested version of the model (``None``: the latest)."""
+        return self._core.model_version
+
+    @property
+    def url(self) -> str:
+        """The server url with its scheme, e.g. ``http://localhost:8000``."""
+        return self._core.url.with_scheme
+
+    @property
+    def model_config(self) -> TritonModelConfig:
+        """The model configuration; waits (``init_timeout_s``) for the model to be ready to read it.
+
+        Raises:
+            PyTritonClientTimeoutError: the model was not ready in time.
+            PyTritonClientModelUnavailableError: the server does not have the model.
+            PyTritonClientClosedError: the client is closed.
+        """
+        self._ensure_ready()
+        return self._core.model_config
+
+    @property
+    def is_batching_supported(self) -> bool:
+        """Whether the model batches (``max_batch_size > 0``); waits for the model like :attr:`model_config`."""
+        return self.model_config.batching
+
+    def wait_for_model(self, timeout_s: float) -> None:
+        """Waits for the server and the model to be ready.
+
+        Args:
+            timeout_s: how long to wait.
+
+        Raises:
+            PyTritonClientTimeoutError: the server or model was not ready in time.
+            PyTritonClientModelUnavailableError: when the time was up the server was ready
+                but did not have the model (version), or it failed to load.
+            PyTritonClientClosedError: the client is (or got) closed.
+        """
+        self._core.check_open()
+        self._wait(self._core.waiter(timeout_s), check_model=True)
+
+    def wait_for_server(self, timeout_s: float) -> None:
+        """Waits for the server to be ready.
+
+        Raises:
+            PyTritonClientTimeoutError: the server was not ready in time.
+            PyTritonClientClosedError: the client is (or got) closed.
+        """
+        self._core.check_open()
+        self._wait(self._core.waiter(timeout_s), check_model=False)
+
+    def infer_sample(
+        self,
+        *inputs: np.ndarray,
+        parameters: ParametersT = None,
+        headers: ParametersT = None,
+        **named_inputs: np.ndarray,
+    ) -> Dict[str, np.ndarray]:
+        """Runs inference on one sample (no batch axis).
+
+        For a batching model the sample is sent as a batch of one and the batch axis is
+        removed from the outputs.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: HTTP headers / gRPC metadata (str, int or bool values).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+
+        Returns:
+            Output arrays by output name.
+
+        Raises:
+            PyTritonClientValueError: bad inputs, parameters or headers.
+            PyTritonClientTimeoutError: the model was not ready in ``init_timeout_s`` or the
+                request took longer than ``inference_timeout_s``.
+            PyTritonClientModelUnavailableError: the server does not have the model or cannot be reached.
+            PyTritonClientInferenceServerError: the server or the model failed the request.
+            PyTritonClientClosedError: the client is (or got) closed.
+        """
+        return self._infer(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
+
+    def infer_batch(
+        self,
+        *inputs: np.ndarray,
+        parameters: ParametersT = None,
+        headers: ParametersT = None,
+        **named_inputs: np.ndarray,
+    ) -> Dict[str, np.ndarray]:
+        """Runs inference on a batch (first axis of every input).
+
+        Args and errors are those of :meth:`infer_sample`, and:
+
+        Raises:
+            PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
+        """
+        return self._infer(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
+
+    def close(self) -> None:
+        """Closes the connections; calls in other threads fail with PyTritonClientClosedError. Idempotent."""
+        if not self._core.closed:
+            _LOGGER.debug("closing client of %s at %s", self._core.model_name, self._core.url)
+        self._core.close()
+        self._connections.close()
+
+    def __enter__(self) -> "ModelClient":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        self._core.check_open()
+        self._ensure_ready()
+        request = self._core.prepare(call)
+        client = self._connections.get(_INFERENCE)
+        timeout_s = self._core.inference_timeout_s
+        with self._core.errors("inference", timeout_s):
+            result = client.infer(**request.infer_kwargs(), **self._core.grpc_kwargs(timeout_s))
+        return self._core.finish(result, request)
+
+    def _ensure_ready(self) -> None:
+        if self._ready:
+            return
+        with self._ready_lock:
+            if self._ready:
+                return
+            waiter = self._core.waiter(None)
+            self._wait(waiter, check_model=True)
+            if self._core.model_config is None:
+                timeout_s = self._core.control_timeout_s(waiter)
+                with self._core.errors("reading the model config", timeout_s):
+                    response = self._connections.get(_CONTROL).get_model_config(**self._core.config_call(timeout_s))
+                self._core.set_model_config_response(response)
+            self._ready = True
+
+    def _wait(self, waiter: ReadinessWaiter, *, check_model: bool) -> None:
+        while True:
+            try:
+                readiness = self._probe(waiter, check_model)
+            except _NOT_YET as exc:
+                waiter.record_error(exc)
+            else:
+                if readiness is Readiness.READY:
+                    return
+                waiter.record(readiness)
+            if waiter.expired():
+                state = self._model_state() if waiter.needs_model_state() else None
+                raise waiter.failure(state) from waiter.last_error
+            self._core.pause(waiter.next_delay())
+
+    def _probe(self, waiter: ReadinessWaiter, check_model: bool) -> Readiness:
+        client = self._connections.get(_CONTROL)
+        timeout_s = self._core.control_timeout_s(waiter)
+        kwargs = self._core.grpc_kwargs(timeout_s)
+        with self._core.errors("readiness check", timeout_s):
+            if not client.is_server_ready(**kwargs):
+                return Readiness.SERVER_NOT_READY
+            if check_model and not client.is_model_ready(
+                self._core.model_name, self._core.model_version or "", **kwargs
+            ):
+                return Readiness.MODEL_NOT_READY
+        return Readiness.READY
+
+    def _model_state(self) -> Optional[Tuple[ModelState, Optional[str]]]:
+        """The model's state in the repository index, or None if the server would not tell."""
+        timeout_s = self._core.verdict_timeout_s()
+        try:
+            with self._core.errors("reading the repository index", timeout_s):
+                index = self._connections.get(_CONTROL).get_model_repository_index(**self._core.index_call(timeout_s))
+        except _NOT_YET:
+            _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
+            return None
+        return model_state_from_index(index, self._core.model_name, self._core.model_version)

@@ -1,0 +1,66 @@
+"""The client error tree: names as in PyTriton, one root, context attributes."""
+
+import pytest
+
+import pytriton_like.client.exceptions as client_exceptions
+from pytriton_like.client.exceptions import (
+    PyTritonClientClosedError,
+    PyTritonClientError,
+    PyTritonClientInferenceServerError,
+    PyTritonClientInvalidUrlError,
+    PyTritonClientModelDoesntSupportBatchingError,
+    PyTritonClientModelUnavailableError,
+    PyTritonClientQueueFullError,
+    PyTritonClientTimeoutError,
+    PyTritonClientValueError,
+)
+from pytriton_like.exceptions import PyTritonError
+
+PYTRITON_NAMES = {
+    "PyTritonClientError",
+    "PyTritonClientValueError",
+    "PyTritonClientInvalidUrlError",
+    "PyTritonClientTimeoutError",
+    "PyTritonClientModelUnavailableError",
+    "PyTritonClientClosedError",
+    "PyTritonClientModelDoesntSupportBatchingError",
+    "PyTritonClientInferenceServerError",
+    "PyTritonClientQueueFullError",
+}
+
+
+def test_module_exports_pytriton_names():
+    assert set(client_exceptions.__all__) == PYTRITON_NAMES
+
+
+@pytest.mark.parametrize("name", sorted(PYTRITON_NAMES))
+def test_every_client_error_is_a_pytriton_error(name):
+    error_type = getattr(client_exceptions, name)
+    assert issubclass(error_type, PyTritonClientError)
+    assert issubclass(error_type, PyTritonError)
+
+
+def test_tree_shape():
+    assert issubclass(PyTritonClientInvalidUrlError, PyTritonClientValueError)
+    for leaf in (
+        PyTritonClientTimeoutError,
+        PyTritonClientModelUnavailableError,
+        PyTritonClientClosedError,
+        PyTritonClientModelDoesntSupportBatchingError,
+        PyTritonClientInferenceServerError,
+        PyTritonClientQueueFullError,
+    ):
+        assert leaf.__bases__ == (PyTritonClientError,)
+
+
+def test_context_attributes_and_message():
+    error = PyTritonClientTimeoutError(
+        "too slow", timeout_s=0.5, model_name="m", model_version="2", url="grpc://h:8001"
+    )
+    assert (error.message, str(error)) == ("too slow", "too slow")
+    assert (error.model_name, error.model_version, error.url, error.timeout_s) == ("m", "2", "grpc://h:8001", 0.5)
+
+
+def test_context_defaults_to_none():
+    error = PyTritonClientInferenceServerError("boom")
+    assert (error.model_name, error.model_version, error.url, error.status) == (None, None, None, None)
