@@ -1,0 +1,24 @@
+"""Every example in examples/ runs and prints the right answers."""
+
+import pathlib
+import subprocess
+import sys
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_example(*args, timeout_s=180) -> str:
+    completed = subprocess.run(
+        [sys.executable, *map(str, args)], capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    return completed.stdout
+
+
+def test_add_sub_demo_over_http_and_grpc():
+    output = run_example(EXAMPLES / "add_sub" / "demo.py")
+    for scheme in ("http", "grpc"):
+        assert f"[{scheme}://127.0.0.1:" in output
+    assert output.count("add = [[1.5, 2.5, 3.5], [5.0, 7.0, 9.0]]") == 2
+    assert output.count("sub = [[0.5, 1.5, 2.5], [3.0, 3.0, 3.0]]") == 2
+    assert "server stopped (exit code 0)" in output
