@@ -94,6 +94,7 @@ class AsyncioModelClient:
         inference_timeout_s: Optional[float] = None,
         model_config: Optional[TritonModelConfig] = None,
         ensure_model_is_ready: bool = True,
+        access_token: Optional[str] = None,
     ):
         self._core = ClientCore(
             url,
@@ -102,6 +103,7 @@ class AsyncioModelClient:
             init_timeout_s=init_timeout_s,
             inference_timeout_s=inference_timeout_s,
             model_config=model_config,
+            access_token=access_token,
         )
         self._connections = _AsyncConnections(self._core)
         self._lazy_init = lazy_init
@@ -229,7 +231,7 @@ class AsyncioModelClient:
             return await asyncio.wait_for(self._probe_io(client, timeout_s, check_model), timeout_s)
 
     async def _probe_io(self, client: Any, timeout_s: float, check_model: bool) -> Readiness:
-        kwargs = self._core.grpc_kwargs(timeout_s)
+        kwargs = self._core.control_kwargs(timeout_s)
         if not await client.is_server_ready(**kwargs):
             return Readiness.SERVER_NOT_READY
         if check_model and not await client.is_model_ready(

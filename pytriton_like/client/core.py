@@ -49,6 +49,9 @@ DEFAULT_INIT_TIMEOUT_S = 300.0
 DEFAULT_INFERENCE_TIMEOUT_S = 60.0
 # After a readiness wait expired, one more call asks the repository index why; it gets this long.
 _VERDICT_TIMEOUT_S = 1.0
+# Where Triton's restricted endpoints look for the access token (--http-restricted-api /
+# --grpc-restricted-protocol ...:triton-access-token=<token>); gRPC prefixes the metadata key.
+_ACCESS_TOKEN_HEADERS = {Protocol.HTTP: "triton-access-token", Protocol.GRPC: "triton-grpc-protocol-triton-access-token"}
 
 
 class CallArgs:
@@ -82,6 +85,7 @@ class ClientCore:
         init_timeout_s: how long to wait for the server and model (default 300 s).
         inference_timeout_s: how long one request may take (default 60 s).
         model_config: the model's configuration, if the caller already knows it.
+        access_token: token for Triton's restricted endpoints, sent with every call.
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
@@ -97,6 +101,7 @@ class ClientCore:
         init_timeout_s: Optional[float] = None,
         inference_timeout_s: Optional[float] = None,
         model_config: Optional[TritonModelConfig] = None,
+        access_token: Optional[str] = None,
     ):
         self.url = TritonUrl.from_url(url)
         if not isinstance(model_name, str) or not model_name:
@@ -114,6 +119,9 @@ class ClientCore:
                 f"model_config must be a TritonModelConfig, got {type(model_config).__name__}"
             )
         self._model_config = model_config
+        if access_token is not None and (not isinstance(access_token, str) or not access_token):
+            raise PyTritonClientValueError("access_token must be a non-empty string or None")
+        self._auth_headers = {_ACCESS_TOKEN_HEADERS[self.protocol]: access_token} if access_token else {}
         self._request_ids = itertools.count(1)
         self._closed = threading.Event()
 
@@ -219,7 +227,7 @@ class ClientCore:
             model_version=self.model_version,
             request_id=str(next(self._request_ids)),
             parameters=call.parameters,
-            headers=call.headers,
+            headers={**self._auth_headers, **(call.headers or {})} or None,
             sample=call.sample,
         )
 
@@ -231,6 +239,13 @@ class ClientCore:
         """Per-call timeout keyword arguments of tritonclient.grpc (HTTP has its timeouts per client)."""
         return {"client_timeout": timeout_s} if self.protocol is Protocol.GRPC else {}
 
+    def control_kwargs(self, timeout_s: float) -> Dict[str, Any]:
+        """Keyword arguments of tritonclient's readiness calls: timeout (gRPC) and access token."""
+        kwargs: Dict[str, Any] = self.grpc_kwargs(timeout_s)
+        if self._auth_headers:
+            kwargs["headers"] = dict(self._auth_headers)
+        return kwargs
+
     def verdict_timeout_s(self) -> float:
         """Timeout of the repository-index call that explains an expired readiness wait."""
         return min(_VERDICT_TIMEOUT_S, self.control_timeout_s())
@@ -238,13 +253,17 @@ class ClientCore:
     def config_call(self, timeout_s: float) -> Dict[str, Any]:
         """Arguments of tritonclient's ``get_model_config`` (sync or asyncio, HTTP or gRPC)."""
         kwargs: Dict[str, Any] = {"model_name": self.model_name, "model_version": self.model_version or ""}
+        kwargs.update(self.control_kwargs(timeout_s))
         if self.protocol is Protocol.GRPC:
-            kwargs.update(as_json=True, client_timeout=timeout_s)
+            kwargs["as_json"] = True
         return kwargs
 
     def index_call(self, timeout_s: float) -> Dict[str, Any]:
         """Arguments of tritonclient's ``get_model_repository_index``."""
-        return {"as_json": True, "client_timeout": timeout_s} if self.protocol is Protocol.GRPC else {}
+        kwargs = self.control_kwargs(timeout_s)
+        if self.protocol is Protocol.GRPC:
+            kwargs["as_json"] = True
+        return kwargs
 
     def set_model_config_response(self, response: Mapping[str, Any]) -> TritonModelConfig:
         """Keeps the model config from tritonclient's ``get_model_config`` response (HTTP or gRPC JSON)."""

@@ -37,6 +37,7 @@ class FuturesModelClient:
             instead of blocking until there is room.
         init_timeout_s: how long to wait for the server and model (default 300 s).
         inference_timeout_s: how long one request may take (default 60 s).
+        access_token: token for Triton's restricted endpoints.
 
     Raises:
         PyTritonClientValueError: ``max_workers`` or ``max_queue_size`` not a positive integer.
@@ -59,6 +60,7 @@ class FuturesModelClient:
         non_blocking: bool = False,
         init_timeout_s: Optional[float] = None,
         inference_timeout_s: Optional[float] = None,
+        access_token: Optional[str] = None,
     ):
         for name, value in (("max_workers", max_workers), ("max_queue_size", max_queue_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -70,6 +72,7 @@ class FuturesModelClient:
             lazy_init=True,
             init_timeout_s=DEFAULT_INIT_TIMEOUT_S if init_timeout_s is None else init_timeout_s,
             inference_timeout_s=inference_timeout_s,
+            access_token=access_token,
         )
         if max_workers is None:
             max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's own default

@@ -135,6 +135,8 @@ class ModelClient:
         model_config: the model configuration, if known; then it is not read from the server.
         ensure_model_is_ready: with ``model_config`` given, still wait for the model before
             the first request.
+        access_token: token for Triton's restricted endpoints (sent as the
+            ``triton-access-token`` header), as PyTriton's clients take it.
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
@@ -159,6 +161,7 @@ class ModelClient:
         inference_timeout_s: Optional[float] = None,
         model_config: Optional[TritonModelConfig] = None,
         ensure_model_is_ready: bool = True,
+        access_token: Optional[str] = None,
     ):
         self._core = ClientCore(
             url,
@@ -167,6 +170,7 @@ class ModelClient:
             init_timeout_s=init_timeout_s,
             inference_timeout_s=inference_timeout_s,
             model_config=model_config,
+            access_token=access_token,
         )
         self._connections = _Connections(self._core)
         self._ready = model_config is not None and not ensure_model_is_ready
@@ -338,7 +342,7 @@ class ModelClient:
     def _probe(self, waiter: ReadinessWaiter, check_model: bool) -> Readiness:
         client = self._connections.get(_CONTROL)
         timeout_s = self._core.control_timeout_s(waiter)
-        kwargs = self._core.grpc_kwargs(timeout_s)
+        kwargs = self._core.control_kwargs(timeout_s)
         with self._core.errors("readiness check", timeout_s):
             if not client.is_server_ready(**kwargs):
                 return Readiness.SERVER_NOT_READY

@@ -10,6 +10,7 @@ import pytest
 from pytriton_like.client import ModelClient
 from pytriton_like.client.exceptions import (
     PyTritonClientClosedError,
+    PyTritonClientInferenceServerError,
     PyTritonClientModelUnavailableError,
     PyTritonClientTimeoutError,
 )
@@ -178,3 +179,19 @@ def test_server_that_went_away():
             client.infer_sample(np.ones(1, np.float32))
         with pytest.raises(PyTritonClientTimeoutError, match="server at .* was not ready within 0.2 s"):
             client.wait_for_model(0.2)
+
+
+def test_access_token_for_restricted_endpoints():
+    restricted = "model-config,inference:triton-access-token=s3cret"
+    config = free_config(http_restricted_api=restricted, grpc_restricted_protocol=restricted)
+    with Triton(config=config) as triton:
+        triton.bind(model_name="Double", infer_func=double, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+        triton.run()
+        for protocol in PROTOCOLS:
+            url = url_of(config, protocol)
+            with ModelClient(url, "Double", access_token="s3cret") as client:
+                np.testing.assert_array_equal(client.infer_sample(np.ones(1, np.float32))["y"], [2.0])
+            with ModelClient(url, "Double") as client:
+                with pytest.raises((PyTritonClientInferenceServerError, PyTritonClientModelUnavailableError),
+                                   match="restricted"):
+                    client.model_config

@@ -131,3 +131,26 @@ def test_pause_returns_at_once_when_closed():
     core.close()
     with pytest.raises(PyTritonClientClosedError):
         core.pause(60)
+
+
+def test_access_token_goes_with_every_call():
+    http = ClientCore("localhost", "M", access_token="t", model_config=make_config())
+    grpc = ClientCore("grpc://localhost", "M", access_token="t")
+    assert http.control_kwargs(1.0) == {"headers": {"triton-access-token": "t"}}
+    assert grpc.control_kwargs(1.0) == {
+        "client_timeout": 1.0,
+        "headers": {"triton-grpc-protocol-triton-access-token": "t"},
+    }
+    assert grpc.config_call(1.0)["headers"] == {"triton-grpc-protocol-triton-access-token": "t"}
+    assert http.index_call(1.0) == {"headers": {"triton-access-token": "t"}}
+    call = CallArgs((np.zeros(1, np.float32),), {}, None, {"X-Tag": "a"}, sample=True)
+    assert http.prepare(call).headers == {"triton-access-token": "t", "x-tag": "a"}
+    without = ClientCore("localhost", "M", model_config=make_config())
+    assert without.control_kwargs(1.0) == {}
+    assert without.prepare(CallArgs((np.zeros(1, np.float32),), {}, None, None, sample=True)).headers is None
+
+
+@pytest.mark.parametrize("token", ["", 5])
+def test_bad_access_token(token):
+    with pytest.raises(PyTritonClientValueError, match="access_token"):
+        ClientCore("localhost", "M", access_token=token)
