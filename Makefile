@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/add_sub/demo.py
+	$(BIN)/python examples/run.py add_sub
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -16,7 +16,7 @@ def run_example(*args, timeout_s=180) -> str:
 
 
 def test_add_sub_demo_over_http_and_grpc():
-    output = run_example(EXAMPLES / "add_sub" / "demo.py")
+    output = run_example(EXAMPLES / "run.py", "add_sub")
     for scheme in ("http", "grpc"):
         assert f"[{scheme}://127.0.0.1:" in output
     assert output.count("add = [[1.5, 2.5, 3.5], [5.0, 7.0, 9.0]]") == 2

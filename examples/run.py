@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Run an example: start its server.py on free ports, call it with client.py over HTTP and gRPC, stop it.
+
+Usage: python examples/run.py EXAMPLE [--protocols http,grpc]    (EXAMPLE: a folder of examples/)
+`make demo` runs `python examples/run.py add_sub`.
+"""
+
+import argparse
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("example", help="folder under examples/ with server.py and client.py")
+    parser.add_argument("--protocols", default="http,grpc", help="comma-separated: http, grpc")
+    args = parser.parse_args()
+    folder = HERE / args.example
+    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    env = dict(
+        os.environ,
+        PYTRITON_TRITON_CONFIG_HTTP_PORT=str(http_port),
+        PYTRITON_TRITON_CONFIG_GRPC_PORT=str(grpc_port),
+        PYTRITON_TRITON_CONFIG_METRICS_PORT=str(metrics_port),
+    )
+    urls = {"http": f"http://127.0.0.1:{http_port}", "grpc": f"grpc://127.0.0.1:{grpc_port}"}
+    print(f"starting examples/{args.example}/server.py (HTTP {http_port}, gRPC {grpc_port})", flush=True)
+    server = subprocess.Popen([sys.executable, str(folder / "server.py")], env=env)
+    try:
+        for protocol in args.protocols.split(","):
+            subprocess.run([sys.executable, str(folder / "client.py"), "--url", urls[protocol]], check=True)
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            code = server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            code = server.wait()
+    print(f"server stopped (exit code {code})", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
