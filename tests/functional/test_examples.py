@@ -22,3 +22,15 @@ def test_add_sub_demo_over_http_and_grpc():
     assert output.count("add = [[1.5, 2.5, 3.5], [5.0, 7.0, 9.0]]") == 2
     assert output.count("sub = [[0.5, 1.5, 2.5], [3.0, 3.0, 3.0]]") == 2
     assert "server stopped (exit code 0)" in output
+
+
+def test_parameters_and_headers():
+    output = run_example(EXAMPLES / "run.py", "parameters_and_headers")
+    assert output.count("y = [[10.5, 20.5, 30.5]]") == 2
+
+
+def test_optional_inputs():
+    output = run_example(EXAMPLES / "run.py", "optional_inputs")
+    assert output.count("x only (bias defaults to 100): y = [[101.0, 102.0], [103.0, 104.0]]") == 2
+    assert output.count("x, bias=1: y = [[2.0, 3.0], [4.0, 5.0]]") == 2
+    assert output.count("x, bias=1, gain=3: y = [[4.0, 7.0], [10.0, 13.0]]") == 2
