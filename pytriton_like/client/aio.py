@@ -110,6 +110,11 @@ class AsyncioModelClient:
         self._ready = model_config is not None and not ensure_model_is_ready
         self._ready_lock: Optional[asyncio.Lock] = None
 
+    @classmethod
+    def from_existing_client(cls, existing_client: "AsyncioModelClient") -> "AsyncioModelClient":
+        """A new client of the same model, url, timeouts and token; it reuses the model config read already."""
+        return cls(**existing_client._core.clone_kwargs())  # noqa: SLF001 - same class
+
     @property
     def model_name(self) -> str:
         """Name of the model."""
@@ -200,7 +205,7 @@ class AsyncioModelClient:
             await self._wait(waiter, check_model=True)
             if self._core.model_config is None:
                 timeout_s = self._core.control_timeout_s(waiter)
-                with self._core.errors("reading the model config", timeout_s):
+                with self._core.errors("config request", timeout_s):
                     response = await self._connections.get(_CONTROL).get_model_config(
                         **self._core.config_call(timeout_s)
                     )
@@ -232,7 +237,10 @@ class AsyncioModelClient:
 
     async def _probe_io(self, client: Any, timeout_s: float, check_model: bool) -> Readiness:
         kwargs = self._core.control_kwargs(timeout_s)
-        if not await client.is_server_ready(**kwargs):
+        # For a model, the server need only be live: with strict readiness (Triton's default) a
+        # server is "not ready" while ANY model is not, and one broken model must not block the rest.
+        server_up = await client.is_server_live(**kwargs) if check_model else await client.is_server_ready(**kwargs)
+        if not server_up:
             return Readiness.SERVER_NOT_READY
         if check_model and not await client.is_model_ready(
             self._core.model_name, self._core.model_version or "", **kwargs
@@ -243,7 +251,7 @@ class AsyncioModelClient:
     async def _model_state(self) -> Optional[Tuple[ModelState, Optional[str]]]:
         timeout_s = self._core.verdict_timeout_s()
         try:
-            with self._core.errors("reading the repository index", timeout_s):
+            with self._core.errors("repository index request", timeout_s):
                 index = await self._connections.get(_CONTROL).get_model_repository_index(
                     **self._core.index_call(timeout_s)
                 )

@@ -49,6 +49,7 @@ DEFAULT_INIT_TIMEOUT_S = 300.0
 DEFAULT_INFERENCE_TIMEOUT_S = 60.0
 # After a readiness wait expired, one more call asks the repository index why; it gets this long.
 _VERDICT_TIMEOUT_S = 1.0
+_MIN_PROBE_TIMEOUT_S = 0.05
 # Where Triton's restricted endpoints look for the access token (--http-restricted-api /
 # --grpc-restricted-protocol ...:triton-access-token=<token>); gRPC prefixes the metadata key.
 _ACCESS_TOKEN_HEADERS = {Protocol.HTTP: "triton-access-token", Protocol.GRPC: "triton-grpc-protocol-triton-access-token"}
@@ -121,9 +122,24 @@ class ClientCore:
         self._model_config = model_config
         if access_token is not None and (not isinstance(access_token, str) or not access_token):
             raise PyTritonClientValueError("access_token must be a non-empty string or None")
+        self._access_token = access_token
         self._auth_headers = {_ACCESS_TOKEN_HEADERS[self.protocol]: access_token} if access_token else {}
         self._request_ids = itertools.count(1)
         self._closed = threading.Event()
+
+    def clone_kwargs(self) -> Dict[str, Any]:
+        """Constructor arguments of a client like this one, with the model config if known."""
+        kwargs: Dict[str, Any] = {
+            "url": self.url.with_scheme,
+            "model_name": self.model_name,
+            "model_version": self.model_version,
+            "init_timeout_s": self.init_timeout_s,
+            "inference_timeout_s": self.inference_timeout_s,
+            "access_token": self._access_token,
+        }
+        if self._model_config is not None:
+            kwargs.update(model_config=self._model_config, ensure_model_is_ready=False)
+        return kwargs
 
     @property
     def protocol(self) -> Protocol:
@@ -165,13 +181,15 @@ class ClientCore:
     def errors(self, operation: str, timeout_s: Optional[float] = None) -> Iterator[None]:
         """Maps errors of the I/O inside to client errors (see :mod:`.error_mapping`).
 
-        An error that happens because the client was closed meanwhile (from another
+        Any error that happens because the client was closed meanwhile (from another
         thread) becomes :class:`PyTritonClientClosedError`.
         """
         try:
             with map_errors(self.context(operation, timeout_s)):
                 yield
-        except PyTritonClientError as exc:
+        except Exception as exc:
+            # a call racing close() fails in whatever way its closed connection does (grpc raises
+            # ValueError on a closed channel); what the caller needs to know is that it was closed
             if self._closed.is_set() and not isinstance(exc, PyTritonClientClosedError):
                 raise PyTritonClientClosedError(
                     f"the client of model {self.model_name!r} at {self.url} was closed during {operation}: {exc}",
@@ -194,8 +212,8 @@ class ClientCore:
         limit = min(self.inference_timeout_s, self.init_timeout_s)
         if waiter is None:
             return limit
-        # a probe gets a floor of 10 ms so that a nearly spent deadline still allows one try
-        return max(0.01, min(limit, waiter.remaining()))
+        # a probe gets at least 50 ms, so that a nearly spent deadline still allows a real try
+        return max(_MIN_PROBE_TIMEOUT_S, min(limit, waiter.remaining()))
 
     def set_model_config(self, raw_config: Mapping[str, Any]) -> TritonModelConfig:
         """Parses and keeps the server's JSON model config (for gRPC, its ``config`` member)."""
@@ -203,6 +221,10 @@ class ClientCore:
         _LOGGER.debug("model config of %s at %s: %s", self.model_name, self.url, config)
         self._model_config = config
         return config
+
+    def forget_model_config(self) -> None:
+        """Drops the model config, to be read again (after the model was loaded or unloaded)."""
+        self._model_config = None
 
     def prepare(self, call: CallArgs) -> InferRequest:
         """Builds the request of a checked call; the model config must be known.

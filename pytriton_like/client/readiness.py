@@ -82,6 +82,7 @@ class ReadinessWaiter:
         self._delay = _FIRST_DELAY_S
         self._last: Optional[Readiness] = None
         self._last_error: Optional[PyTritonClientError] = None
+        self._server_seen_up = False
 
     @property
     def timeout_s(self) -> float:
@@ -100,11 +101,16 @@ class ReadinessWaiter:
         """Records what a probe found."""
         self._last = readiness
         self._last_error = None
+        if readiness is not Readiness.SERVER_NOT_READY:
+            self._server_seen_up = True
 
     def record_error(self, error: PyTritonClientError) -> None:
         """Records a probe that failed (server unreachable, probe timed out...)."""
-        self._last = Readiness.SERVER_NOT_READY
         self._last_error = error
+        if not self._server_seen_up:
+            self._last = Readiness.SERVER_NOT_READY
+        # else: keep what the server last said; a probe cut short by the deadline (or a busy
+        # server) does not mean the server went away
 
     @property
     def last_error(self) -> Optional[PyTritonClientError]:

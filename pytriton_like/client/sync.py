@@ -182,6 +182,14 @@ class ModelClient:
                 self.close()
                 raise
 
+    @classmethod
+    def from_existing_client(cls, existing_client: "ModelClient") -> "ModelClient":
+        """A new client of the same model, url, timeouts and token; it reuses the model config read already.
+
+        The new client has its own connections and is closed separately.
+        """
+        return cls(**existing_client._core.clone_kwargs())  # noqa: SLF001 - same class
+
     @property
     def model_name(self) -> str:
         """Name of the model."""
@@ -238,6 +246,28 @@ class ModelClient:
         """
         self._core.check_open()
         self._wait(self._core.waiter(timeout_s), check_model=False)
+
+    def load_model(self, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None) -> None:
+        """Asks the server to load (or reload) the model; needs a server in explicit model-control mode.
+
+        Args:
+            config: JSON model configuration to load the model with, instead of the repository's.
+            files: ``{"file:<path>": content}`` forming the model directory (needs ``config``).
+
+        Raises:
+            PyTritonClientInferenceServerError: the server refused or failed to load the model.
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+        """
+        self._repository_call("load", "load_model", config=config, files=files)
+
+    def unload_model(self) -> None:
+        """Asks the server to unload the model; needs a server in explicit model-control mode.
+
+        Raises:
+            PyTritonClientInferenceServerError: the server refused to unload the model.
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+        """
+        self._repository_call("unload", "unload_model")
 
     def infer_sample(
         self,
@@ -309,6 +339,17 @@ class ModelClient:
             result = client.infer(**request.infer_kwargs(), **self._core.grpc_kwargs(timeout_s))
         return self._core.finish(result, request)
 
+    def _repository_call(self, operation: str, method: str, **kwargs: Any) -> None:
+        self._core.check_open()
+        timeout_s = self._core.inference_timeout_s
+        client = self._connections.get(_INFERENCE)  # loading takes long; the control client's timeout is short
+        with self._core.errors(operation, timeout_s):
+            getattr(client, method)(self._core.model_name, **kwargs, **self._core.control_kwargs(timeout_s))
+        # the configuration may have changed with the load
+        with self._ready_lock:
+            self._ready = False
+            self._core.forget_model_config()
+
     def _ensure_ready(self) -> None:
         if self._ready:
             return
@@ -319,7 +360,7 @@ class ModelClient:
             self._wait(waiter, check_model=True)
             if self._core.model_config is None:
                 timeout_s = self._core.control_timeout_s(waiter)
-                with self._core.errors("reading the model config", timeout_s):
+                with self._core.errors("config request", timeout_s):
                     response = self._connections.get(_CONTROL).get_model_config(**self._core.config_call(timeout_s))
                 self._core.set_model_config_response(response)
             self._ready = True
@@ -344,7 +385,10 @@ class ModelClient:
         timeout_s = self._core.control_timeout_s(waiter)
         kwargs = self._core.control_kwargs(timeout_s)
         with self._core.errors("readiness check", timeout_s):
-            if not client.is_server_ready(**kwargs):
+            # For a model, the server need only be live: with strict readiness (Triton's default) a
+            # server is "not ready" while ANY model is not, and one broken model must not block the rest.
+            server_up = client.is_server_live(**kwargs) if check_model else client.is_server_ready(**kwargs)
+            if not server_up:
                 return Readiness.SERVER_NOT_READY
             if check_model and not client.is_model_ready(
                 self._core.model_name, self._core.model_version or "", **kwargs
@@ -356,7 +400,7 @@ class ModelClient:
         """The model's state in the repository index, or None if the server would not tell."""
         timeout_s = self._core.verdict_timeout_s()
         try:
-            with self._core.errors("reading the repository index", timeout_s):
+            with self._core.errors("repository index request", timeout_s):
                 index = self._connections.get(_CONTROL).get_model_repository_index(**self._core.index_call(timeout_s))
         except _NOT_YET:
             _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)

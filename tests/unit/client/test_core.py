@@ -154,3 +154,19 @@ def test_access_token_goes_with_every_call():
 def test_bad_access_token(token):
     with pytest.raises(PyTritonClientValueError, match="access_token"):
         ClientCore("localhost", "M", access_token=token)
+
+
+def test_any_error_of_a_call_racing_close_is_a_closed_error():
+    core = ClientCore("grpc://localhost", "M")
+    core.close()
+    with pytest.raises(PyTritonClientClosedError) as info:
+        with core.errors("readiness check", 1.0):
+            raise ValueError("Cannot invoke RPC on closed channel!")  # what grpc raises
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_other_errors_of_an_open_client_are_left_alone():
+    core = ClientCore("localhost", "M")
+    with pytest.raises(ValueError):
+        with core.errors("inference", 1.0):
+            raise ValueError("a bug")

@@ -118,3 +118,13 @@ def test_model_not_ready_and_index_unknown_is_a_timeout():
     waiter, _ = make_waiter()
     waiter.record(Readiness.MODEL_NOT_READY)
     assert isinstance(waiter.failure(None), PyTritonClientTimeoutError)
+
+
+def test_a_failed_probe_after_the_server_was_seen_up_keeps_the_model_verdict():
+    waiter, _ = make_waiter()
+    waiter.record(Readiness.MODEL_NOT_READY)
+    cut_short = PyTritonClientTimeoutError("probe timed out")
+    waiter.record_error(cut_short)  # e.g. the last probe, squeezed by the deadline
+    assert waiter.needs_model_state()
+    assert waiter.last_error is cut_short
+    assert isinstance(waiter.failure((ModelState.UNAVAILABLE, None)), PyTritonClientModelUnavailableError)
