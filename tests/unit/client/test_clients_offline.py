@@ -192,3 +192,19 @@ def test_futures_close_without_waiting(url):
     client.close(wait=False)
     assert time.monotonic() - started < 0.2
     assert isinstance(future.exception(5), PyTritonClientTimeoutError)  # queued work still ran
+
+
+def test_from_existing_client_keeps_settings_and_config(url):
+    config = make_config()
+    with ModelClient(url, "M", "3", init_timeout_s=7, inference_timeout_s=0.5, model_config=config,
+                     ensure_model_is_ready=False, access_token="t") as original:
+        with ModelClient.from_existing_client(original) as copy:
+            assert (copy.url, copy.model_name, copy.model_version) == (url, "M", "3")
+            assert copy.model_config is config  # reused: no wait, no request
+
+    async def scenario():
+        async with AsyncioModelClient(url, "M", model_config=config, ensure_model_is_ready=False) as original:
+            async with AsyncioModelClient.from_existing_client(original) as copy:
+                assert await copy.model_config is config
+
+    asyncio.run(scenario())
