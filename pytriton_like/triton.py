@@ -32,11 +32,11 @@ from .model_config import ModelConfig, Tensor
 from .model_config.generator import validate_config
 from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
 from .models.model import Model
-from .proxy.shm import unlink_orphaned_segments, unlink_segments
+from .proxy.shm import SHM_DIR, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
 from .server.config import TritonConfig, server_argv
 from .server.control import ControlError, ServerControl
-from .server.process import ServerProcess, check_ports_free
+from .server.process import ServerProcess, check_ports_free, wait_for_exits
 from .server.workspace import Workspace
 
 __all__ = ["Triton", "TritonConfig"]
@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 _START_TIMEOUT_S = 120
 _LOAD_TIMEOUT_S = 120
 _DEFAULT_EXIT_TIMEOUT_S = 30
+# Once the models are unloaded nothing is in flight: Triton gets this long to exit by itself.
+_GRACE_AFTER_UNLOAD_S = 3
 
 _instance_ids = itertools.count(1)
 _live: "weakref.WeakSet[Triton]" = weakref.WeakSet()
@@ -295,13 +297,42 @@ class Triton:
     def _shutdown(self) -> None:
         if self._server is not None:
             exit_timeout = self._config.exit_timeout_secs or _DEFAULT_EXIT_TIMEOUT_S
-            self._server.stop(timeout_s=exit_timeout + 5)
+            stubs = [stub for model in self._models.values() for stub in model.stubs()]
+            # Unload first: Triton's own stop waits out its exit timeout while any HTTP client
+            # keeps a connection open, and then exits without finalising the stubs. Unloading
+            # lets in-flight requests finish and the stubs finalise; then nothing is lost by
+            # cutting the stop short.
+            unloaded = self._unload_models(stubs, exit_timeout)
+            self._server.stop(timeout_s=_GRACE_AFTER_UNLOAD_S if unloaded else exit_timeout + 5)
+            _remove_regions(stub["region"] for stub in stubs)
         if self._workspace is not None:
             for model in self._models.values():
                 model.teardown(self._workspace.model_repository)
             self._workspace.close()
         unlink_segments(os.getpid(), f"t{self._id}m")
         logger.info("Triton stopped")
+
+    def _unload_models(self, stubs, timeout_s: float) -> bool:
+        """Unload every bound model and wait for its stubs to exit; True if they all did."""
+        if self._control is None or self._server.returncode is not None:
+            return False
+        for name in self._models:
+            try:
+                self._control.unload(name, timeout_s)
+            except ControlError as exc:
+                logger.warning("unloading model %s: %s", name, exc)
+        return wait_for_exits([stub["pid"] for stub in stubs if stub.get("pid")], timeout_s)
+
+
+def _remove_regions(names) -> None:
+    """Unlink Triton stub regions a killed server could not (normally gone already)."""
+    for name in names:
+        if name and is_segment_name(name, prefix="triton_python_backend_shm_region_"):
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+                logger.warning("removed shared memory %s left by the server", name)
+            except FileNotFoundError:
+                pass
 
 
 def _bind_address(config: TritonConfig) -> str:

@@ -3,7 +3,7 @@
 import logging
 import os
 import pathlib
-from typing import Callable, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
@@ -33,6 +33,7 @@ class Model:
         self._infer_funcs = list(infer_funcs)
         self._tag = tag
         self._workers: List[Worker] = []
+        self._handler: Optional[BatchHandler] = None
 
     @property
     def name(self) -> str:
@@ -40,7 +41,7 @@ class Model:
 
     def setup(self, repository: pathlib.Path, sockets: pathlib.Path, on_unrecoverable: Callable) -> None:
         """Start the workers (their sockets bound) and write the repository entry."""
-        handler = BatchHandler(
+        handler = self._handler = BatchHandler(
             self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
         )
         addresses = [f"ipc://{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
@@ -64,6 +65,10 @@ class Model:
             "handshake_timeout_s": _HANDSHAKE_TIMEOUT_S,
         }
         write_model_entry(repository, self.config, relay)
+
+    def stubs(self) -> List[Dict]:
+        """What each connected stub said of itself: its ``pid`` and Triton's shm ``region``."""
+        return list(self._handler.stubs.values()) if self._handler else []
 
     def teardown(self, repository: pathlib.Path) -> None:
         """Stop the workers and remove the repository entry; the server must have unloaded the model."""

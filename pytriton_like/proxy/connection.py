@@ -8,6 +8,7 @@ import zmq
 
 from .protocol import Kind, Message, decode_message, encode_message
 from .shm import ArenaReader, process_alive
+from .watchdog import exit_with_owner, stub_region
 
 __all__ = ["Connection", "RelayError", "request_items"]
 
@@ -37,13 +38,17 @@ class Connection:
         self.decoupled = bool(settings.get("decoupled", False))
         self.ids = itertools.count(1)
         self.reader = ArenaReader()
+        exit_with_owner(self.owner_pid)
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         try:
             self.socket.connect(self.address)
             self.socket.send_multipart(
-                encode_message(Kind.HELLO, extra={"instance": args["model_instance_name"], "pid": os.getpid()})
+                encode_message(
+                    Kind.HELLO,
+                    extra={"instance": args["model_instance_name"], "pid": os.getpid(), "region": stub_region()},
+                )
             )
             welcome = self.receive(0, timeout_ms=int(settings["handshake_timeout_s"] * 1000))
             if welcome.kind != Kind.WELCOME:

@@ -71,9 +71,9 @@ class ArenaWriter:
             self._map = None
 
 
-def is_segment_name(name: str) -> bool:
-    """Whether ``name`` is one of our segment names (and nothing that leaves /dev/shm)."""
-    return name.startswith(SEGMENT_PREFIX) and "/" not in name and "\0" not in name
+def is_segment_name(name: str, prefix: str = SEGMENT_PREFIX) -> bool:
+    """Whether ``name`` is a segment name with ``prefix`` (and nothing that leaves /dev/shm)."""
+    return name.startswith(prefix) and "/" not in name and "\0" not in name
 
 
 def aligned(nbytes: int) -> int:

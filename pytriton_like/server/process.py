@@ -4,18 +4,20 @@ import collections
 import ctypes
 import enum
 import logging
-import re
 import os
 import pathlib
+import re
+import select
 import signal
 import socket
 import subprocess
 import threading
+import time
 from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonServerError
 
-__all__ = ["ServerProcess", "ServerState", "check_ports_free"]
+__all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits"]
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +183,30 @@ class ServerProcess:
             except ProcessLookupError:
                 pass
             self.wait_exit(10)
+
+
+def wait_for_exits(pids, timeout_s: float) -> bool:
+    """Wait until every process in ``pids`` has exited (pidfds: no polling); False on timeout."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            continue
+    deadline = time.monotonic() + timeout_s
+    try:
+        while fds:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            ready, _, _ = select.select(fds, [], [], remaining)
+            for fd in ready:
+                fds.remove(fd)
+                os.close(fd)
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _signal(process: subprocess.Popen, signum: int) -> None:

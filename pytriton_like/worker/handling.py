@@ -3,7 +3,7 @@
 import inspect
 import json
 import logging
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from ..exceptions import PyTritonUnrecoverableError
 from ..proxy.protocol import Flags, Kind, Message, encode_message
@@ -37,9 +37,13 @@ class BatchHandler:
         self._checker = checker
         self._on_unrecoverable = on_unrecoverable
         self.shm_threshold = shm_threshold
+        # instance name -> what its stub said of itself in HELLO (pid, Triton's shm region)
+        self.stubs: Dict[str, Dict] = {}
 
     def welcome(self, hello: Message) -> list:
-        logger.debug("model %s: instance %s connected", self.model_name, hello.extra.get("instance"))
+        instance = str(hello.extra.get("instance"))
+        logger.debug("model %s: instance %s connected", self.model_name, instance)
+        self.stubs[instance] = {"pid": hello.extra.get("pid"), "region": hello.extra.get("region")}
         return encode_message(Kind.WELCOME, extra={"shm_threshold": self.shm_threshold})
 
     @staticmethod
