@@ -158,10 +158,14 @@ class Triton:
             if self._state is _State.RUNNING:
                 self._load(model)
 
+    def _setup(self, model: Model) -> None:
+        workspace = self._workspace
+        model.setup(workspace.model_repository, workspace.sockets, self._on_unrecoverable, self._config.shm_limit_bytes)
+
     def _load(self, model: Model) -> None:
         """Start a model's workers and have the running server load it."""
         try:
-            model.setup(self._workspace.model_repository, self._workspace.sockets, self._on_unrecoverable)
+            self._setup(model)
             self._control.load(model.name, _LOAD_TIMEOUT_S)
         except ControlError as exc:
             self._models.pop(model.name, None)
@@ -204,7 +208,7 @@ class Triton:
         check_ports_free(config.ports, _bind_address(config))
         self._workspace = Workspace(bundle, self._workspace_path)
         for model in self._models.values():
-            model.setup(self._workspace.model_repository, self._workspace.sockets, self._on_unrecoverable)
+            self._setup(model)
         repositories = [self._workspace.model_repository]
         if config.model_repository is not None:
             repositories.append(pathlib.Path(config.model_repository))

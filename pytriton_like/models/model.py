@@ -39,8 +39,18 @@ class Model:
     def name(self) -> str:
         return self.config.model_name
 
-    def setup(self, repository: pathlib.Path, sockets: pathlib.Path, on_unrecoverable: Callable) -> None:
-        """Start the workers (their sockets bound) and write the repository entry."""
+    def setup(
+        self,
+        repository: pathlib.Path,
+        sockets: pathlib.Path,
+        on_unrecoverable: Callable,
+        shm_limit: Optional[int] = None,
+    ) -> None:
+        """Start the workers (their sockets bound) and write the repository entry.
+
+        Args:
+            shm_limit: the largest shared-memory arena of the relay, per instance and direction.
+        """
         handler = self._handler = BatchHandler(
             self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
         )
@@ -55,6 +65,7 @@ class Model:
                     address=address,
                     owner_pid=os.getpid(),
                     arena_tag=f"{self._tag}-{index}-out",
+                    shm_limit=shm_limit,
                 )
             )
         relay = {
@@ -62,6 +73,7 @@ class Model:
             "tag": self._tag,
             "sockets": addresses,
             "decoupled": self.config.decoupled,
+            "shm_limit_bytes": shm_limit,
             "handshake_timeout_s": _HANDSHAKE_TIMEOUT_S,
         }
         write_model_entry(repository, self.config, relay)

@@ -15,7 +15,9 @@ class BatchRelay:
 
     def __init__(self, connection: Connection):
         self._connection = connection
-        self._arena = ArenaWriter(connection.owner_pid, f"{connection.tag}-{connection.index}-in")
+        self._arena = ArenaWriter(
+            connection.owner_pid, f"{connection.tag}-{connection.index}-in", connection.shm_limit
+        )
 
     def execute(self, requests):
         connection = self._connection

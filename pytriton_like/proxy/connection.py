@@ -36,6 +36,7 @@ class Connection:
         self.owner_pid = int(settings["owner_pid"])
         self.tag = settings["tag"]
         self.decoupled = bool(settings.get("decoupled", False))
+        self.shm_limit = settings.get("shm_limit_bytes")
         self.ids = itertools.count(1)
         self.reader = ArenaReader()
         exit_with_owner(self.owner_pid)

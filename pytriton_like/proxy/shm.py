@@ -25,8 +25,9 @@ class ArenaWriter:
     previous message came back.
     """
 
-    def __init__(self, owner_pid: int, tag: str):
+    def __init__(self, owner_pid: int, tag: str, limit: Optional[int] = None):
         self._stem = f"{SEGMENT_PREFIX}{owner_pid}-{tag}-"
+        self._limit = limit
         self._generation = 0
         self._map: Optional[mmap.mmap] = None
         self.name: Optional[str] = None
@@ -36,7 +37,13 @@ class ArenaWriter:
         """Start a new message that needs ``needed`` bytes (each block aligned)."""
         self._offset = 0
         if needed and (self._map is None or len(self._map) < needed):
-            self._replace(max(needed, 2 * len(self._map) if self._map else needed, 1 << 20))
+            if self._limit is not None and needed > self._limit:
+                raise MemoryError(
+                    f"a message needs {needed} bytes of shared memory, more than the relay's limit of"
+                    f" {self._limit} bytes (TritonConfig.shm_limit_bytes)"
+                )
+            size = max(needed, 2 * len(self._map) if self._map else needed, 1 << 20)
+            self._replace(size if self._limit is None else max(needed, min(size, self._limit)), needed)
 
     def put(self, data: memoryview) -> int:
         """Copy ``data`` (a C-contiguous buffer) into the arena; return its offset."""
@@ -46,17 +53,28 @@ class ArenaWriter:
         self._offset = offset + aligned(nbytes)
         return offset
 
-    def _replace(self, size: int) -> None:
+    def _replace(self, size: int, needed: int) -> None:
+        """A new segment of ``size`` bytes, or of just ``needed`` if that is all there is."""
         self.close()
         self._generation += 1
         name = f"{self._stem}{self._generation}"
         fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         try:
-            os.ftruncate(fd, size)
-            self._map = mmap.mmap(fd, size)
-        except OSError as exc:
-            os.unlink(os.path.join(SHM_DIR, name))
-            raise MemoryError(f"cannot allocate {size} bytes of shared memory in {SHM_DIR}: {exc}") from exc
+            for attempt in dict.fromkeys((size, needed)):
+                try:
+                    # Reserve the pages now: on a full /dev/shm, writing to a merely truncated
+                    # file would kill the process with SIGBUS instead of failing here.
+                    os.posix_fallocate(fd, 0, attempt)
+                    self._map = mmap.mmap(fd, attempt)
+                    break
+                except OSError as exc:
+                    error = exc
+            else:
+                os.unlink(os.path.join(SHM_DIR, name))
+                raise MemoryError(
+                    f"a message needs {needed} bytes of shared memory and {SHM_DIR} cannot give them:"
+                    f" {error.strerror}"
+                )
         finally:
             os.close(fd)
         self.name = name

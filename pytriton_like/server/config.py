@@ -47,6 +47,9 @@ class TritonConfig:
         cache_config: response cache settings, e.g. ``["local,size=1048576"]``.
         cache_directory: folder of cache implementations (default: the bundled one).
         buffer_manager_thread_count: threads that copy tensors.
+        shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
+            uses per model instance and direction; a request or response needing more fails with
+            an error naming the size (default: no limit but what /dev/shm holds).
     """
 
     id: Optional[str] = None
@@ -88,6 +91,7 @@ class TritonConfig:
     cache_config: Optional[List[str]] = None
     cache_directory: Optional[pathlib.Path] = None
     buffer_manager_thread_count: Optional[int] = None
+    shm_limit_bytes: Optional[int] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -169,7 +173,7 @@ def _convert(variable: str, kind: Any, text: str) -> Any:
 
 
 # Fields that are not passed through as --field-name=value.
-_NOT_FLAGS = {"model_repository", "log_file", "cache_directory"}
+_NOT_FLAGS = {"model_repository", "log_file", "cache_directory", "shm_limit_bytes"}
 
 
 def server_argv(

@@ -6,6 +6,7 @@ at a time, so nothing waits behind a running callable.
 
 import logging
 import threading
+from typing import Optional
 
 import zmq
 
@@ -29,12 +30,22 @@ class InstanceWorker:
         call: the bound callable in the internal shape ``Requests -> Responses``; closed with the worker.
         address: ipc address to bind.
         arena_tag: names this worker's shared-memory arena.
+        shm_limit: the largest arena it may use, in bytes (None: as large as a message needs).
     """
 
-    def __init__(self, *, handler: BatchHandler, call: BatchCall, address: str, owner_pid: int, arena_tag: str):
+    def __init__(
+        self,
+        *,
+        handler: BatchHandler,
+        call: BatchCall,
+        address: str,
+        owner_pid: int,
+        arena_tag: str,
+        shm_limit: Optional[int] = None,
+    ):
         self._handler = handler
         self._call = call
-        self._arena = ArenaWriter(owner_pid, arena_tag)
+        self._arena = ArenaWriter(owner_pid, arena_tag, shm_limit)
         self._reader = ArenaReader()
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.ROUTER)

@@ -1,6 +1,6 @@
 """The one place that picks how a model instance is served, from what the model config says."""
 
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 from .calling import BatchCall, ResponseStream
 from .handling import BatchHandler
@@ -13,7 +13,14 @@ Worker = Union[InstanceWorker, StreamWorker]
 
 
 def start_worker(
-    *, infer_func: Callable, decoupled: bool, handler: BatchHandler, address: str, owner_pid: int, arena_tag: str
+    *,
+    infer_func: Callable,
+    decoupled: bool,
+    handler: BatchHandler,
+    address: str,
+    owner_pid: int,
+    arena_tag: str,
+    shm_limit: Optional[int] = None,
 ) -> Worker:
     """A running worker for one instance.
 
@@ -25,5 +32,10 @@ def start_worker(
     if decoupled:
         return StreamWorker(handler=handler, stream=ResponseStream(infer_func), address=address)
     return InstanceWorker(
-        handler=handler, call=BatchCall(infer_func), address=address, owner_pid=owner_pid, arena_tag=arena_tag
+        handler=handler,
+        call=BatchCall(infer_func),
+        address=address,
+        owner_pid=owner_pid,
+        arena_tag=arena_tag,
+        shm_limit=shm_limit,
     )

@@ -240,3 +240,26 @@ def test_sigterm_to_a_serving_process_is_a_clean_exit():
         os.kill(child.pid, signal.SIGTERM)
         assert child.wait(60) == 0
     assert not any(port_listening(port) for port in ports)
+
+
+def test_a_request_over_the_shared_memory_limit_fails_clearly_and_smaller_ones_pass():
+    config = free_config(shm_limit_bytes=4 << 20)
+    inputs, outputs = [Tensor(name="x", dtype=np.float32, shape=(-1,))], [Tensor(name="y", dtype=np.float32, shape=(-1,))]
+    with Triton(config=config) as triton:
+        triton.bind(model_name="Echo", infer_func=lambda rs: [{"y": r["x"]} for r in rs], inputs=inputs,
+                    outputs=outputs)
+        triton.bind(model_name="Grow", infer_func=lambda rs: [{"y": np.tile(r["x"], 8)} for r in rs], inputs=inputs,
+                    outputs=outputs)
+        triton.run()
+        with ModelClient(f"grpc://127.0.0.1:{config.grpc_port}", "Echo") as echo, ModelClient(
+            f"grpc://127.0.0.1:{config.grpc_port}", "Grow"
+        ) as grow:
+            big = np.ones((1, 2 << 20), np.float32)  # 8 MiB in: more than the 4 MiB limit
+            with pytest.raises(PyTritonClientError, match=r"needs 8388608 bytes of shared memory.*limit of 4194304"):
+                echo.infer_batch(big)
+            medium = np.ones((1, 1 << 18), np.float32)  # 1 MiB in, 8 MiB out
+            with pytest.raises(PyTritonClientError, match=r"needs 8388608 bytes of shared memory.*limit of 4194304"):
+                grow.infer_batch(medium)
+            np.testing.assert_array_equal(echo.infer_batch(medium)["y"], medium)
+            small = np.ones((1, 1 << 16), np.float32)  # 256 KiB in, 2 MiB out: within the limit
+            assert grow.infer_batch(small)["y"].shape == (1, 1 << 19)
