@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test venv clean
+.PHONY: demo test soak venv clean
 
 venv: $(STAMP)
 
@@ -19,6 +19,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# 60 s of 32 clients against a real server (tests/soak); results in tests/soak/results/latest.json.
+soak: $(STAMP)
+	$(BIN)/python -m pytest tests/soak -m soak -s -q
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
