@@ -26,3 +26,20 @@ soak: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# Benchmark against NVIDIA PyTriton and the floor (docs/performance.md); needs wrk and matplotlib.
+.PHONY: bench bench-quick
+BENCH_STAMP := $(VENV)/.bench-stamp
+NEED_WRK := command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
+
+$(BENCH_STAMP): $(STAMP) bench/requirements.txt
+	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	@$(NEED_WRK)
+	$(BIN)/python bench/run.py
+
+bench-quick: $(BENCH_STAMP)
+	@$(NEED_WRK)
+	$(BIN)/python bench/run.py --quick

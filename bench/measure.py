@@ -1,0 +1,254 @@
+"""The measurements: sequential latency, wrk throughput, large tensors, peak memory.
+
+Every loop is bounded in count and in time; all traffic goes to 127.0.0.1.
+"""
+
+import contextlib
+import http.client
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import threading
+import time
+from typing import Callable, Dict, List, Optional
+
+import grpc
+import numpy as np
+import psutil
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2
+
+__all__ = [
+    "check_answers",
+    "sequential_latency",
+    "wrk_throughput",
+    "large_tensor_throughput",
+    "MemorySampler",
+    "peak_memory",
+]
+
+HERE = pathlib.Path(__file__).resolve().parent
+HOST = "127.0.0.1"
+MODEL = "Double"
+TINY = np.arange(1, 9, dtype=np.float32).reshape(1, 8)
+MB = 1e6  # throughput is reported in MB/s of payload, 1 MB = 10^6 bytes
+_MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
+_GRPC_OPTIONS = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_receive_message_length", 2**31 - 1)]
+
+
+class BenchError(RuntimeError):
+    """A server answered wrongly or a tool failed."""
+
+
+def _http_client(port: int) -> httpclient.InferenceServerClient:
+    return httpclient.InferenceServerClient(f"{HOST}:{port}", connection_timeout=30, network_timeout=120)
+
+
+def _grpc_client(port: int) -> grpcclient.InferenceServerClient:
+    return grpcclient.InferenceServerClient(f"{HOST}:{port}")
+
+
+def _infer_http(client, x: np.ndarray) -> np.ndarray:
+    inp = httpclient.InferInput("x", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x, binary_data=True)
+    out = httpclient.InferRequestedOutput("y", binary_data=True)
+    return client.infer(MODEL, [inp], outputs=[out]).as_numpy("y")
+
+
+def _infer_grpc(client, x: np.ndarray) -> np.ndarray:
+    inp = grpcclient.InferInput("x", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    out = grpcclient.InferRequestedOutput("y")
+    return client.infer(MODEL, [inp], outputs=[out], client_timeout=300).as_numpy("y")
+
+
+def _check(y: Optional[np.ndarray], x: np.ndarray, what: str) -> None:
+    if y is None or y.dtype != np.float32 or y.shape != x.shape or not np.array_equal(y, x * np.float32(2)):
+        got = "nothing" if y is None else f"{y.dtype} {y.shape} {y.ravel()[:4]}"
+        raise BenchError(f"{what}: wrong answer: expected 2x with shape {x.shape}, got {got}")
+
+
+def check_answers(http_port: int, grpc_port: int) -> None:
+    """One right answer over HTTP (binary and JSON) and gRPC before anything is timed."""
+    with contextlib.closing(_http_client(http_port)) as client:
+        _check(_infer_http(client, TINY), TINY, "HTTP")
+    body = json.dumps(_json_body()).encode()
+    conn = http.client.HTTPConnection(HOST, http_port, timeout=30)
+    try:
+        conn.request("POST", f"/v2/models/{MODEL}/infer", body, {"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        payload = reply.read()
+    finally:
+        conn.close()
+    if reply.status != 200:
+        raise BenchError(f"HTTP JSON infer: status {reply.status}: {payload[:300]!r}")
+    outputs = {o["name"]: o for o in json.loads(payload)["outputs"]}
+    _check(np.asarray(outputs["y"]["data"], dtype=np.float32).reshape(outputs["y"]["shape"]), TINY, "HTTP JSON")
+    with contextlib.closing(_grpc_client(grpc_port)) as client:
+        _check(_infer_grpc(client, TINY), TINY, "gRPC")
+
+
+def _json_body() -> Dict:
+    return {"inputs": [{"name": "x", "shape": list(TINY.shape), "datatype": "FP32", "data": TINY.ravel().tolist()}]}
+
+
+def sequential_latency(protocol: str, port: int, *, requests: int, warmup: int, time_limit_s: float) -> Dict:
+    """One client, one tiny request at a time; latency per request in milliseconds."""
+    make, infer = (_http_client, _infer_http) if protocol == "http" else (_grpc_client, _infer_grpc)
+    with contextlib.closing(make(port)) as client:
+        for _ in range(warmup):
+            infer(client, TINY)
+        samples: List[float] = []
+        deadline = time.monotonic() + time_limit_s
+        while len(samples) < requests and time.monotonic() < deadline:
+            start = time.perf_counter()
+            infer(client, TINY)
+            samples.append((time.perf_counter() - start) * 1e3)
+    samples.sort()
+    return {
+        "requests": len(samples),
+        "median_ms": statistics.median(samples),
+        "p99_ms": samples[min(len(samples) - 1, int(round(0.99 * (len(samples) - 1))))],
+        "mean_ms": statistics.fmean(samples),
+    }
+
+
+def wrk_throughput(port: int, *, connections: int, duration_s: float, threads: int = 2) -> Dict:
+    """Requests per second from ``wrk`` POSTing the JSON infer body over ``connections`` connections."""
+    env = dict(os.environ, BENCH_BODY=json.dumps(_json_body()))
+    argv = [
+        "wrk",
+        f"--threads={min(threads, connections)}",
+        f"--connections={connections}",
+        f"--duration={duration_s:g}s",
+        "--timeout=10s",
+        f"--script={HERE / 'wrk_infer.lua'}",
+        f"http://{HOST}:{port}/v2/models/{MODEL}/infer",
+    ]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=duration_s + 60)
+    match = re.search(r"^BENCH_WRK (\{.*\})$", done.stdout, re.M)
+    if done.returncode != 0 or not match:
+        raise BenchError(f"wrk failed (exit {done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")
+    stats = json.loads(match.group(1))
+    if stats["non_2xx_3xx"]:
+        raise BenchError(f"wrk with {connections} connections: {stats['non_2xx_3xx']} non-2xx/3xx responses")
+    errors = sum(stats[k] for k in ("connect_errors", "read_errors", "write_errors", "timeouts"))
+    return {
+        "connections": connections,
+        "req_per_s": stats["requests"] / (stats["duration_us"] / 1e6),
+        "requests": stats["requests"],
+        "socket_errors": errors,
+        "latency_p50_ms": stats["latency_p50_us"] / 1e3,
+        "latency_p99_ms": stats["latency_p99_us"] / 1e3,
+    }
+
+
+def large_input(nbytes: int) -> np.ndarray:
+    return np.arange(nbytes // 4, dtype=np.float32).reshape(1, -1)
+
+
+def _raw_request(x: np.ndarray) -> bytes:
+    request = service_pb2.ModelInferRequest(model_name=MODEL)
+    tensor = request.inputs.add(name="x", datatype="FP32")
+    tensor.shape.extend(x.shape)
+    request.outputs.add(name="y")
+    request.raw_input_contents.append(x.tobytes())
+    return request.SerializeToString()
+
+
+def large_tensor_throughput(port: int, x: np.ndarray, *, requests: int, time_limit_s: float) -> Dict:
+    """gRPC (binary) round trips of ``x``; MB/s of payload, input plus output.
+
+    The request is serialized once and sent as bytes, the reply is taken as bytes: with
+    tritonclient, protobuf serialization alone costs ~3 s per 256 MiB request on this machine,
+    the same for every server, which would hide the servers' differences.
+    """
+    payload = _raw_request(x)
+    with grpc.insecure_channel(f"{HOST}:{port}", options=_GRPC_OPTIONS) as channel:
+        infer = channel.unary_unary(_MODEL_INFER, request_serializer=None, response_deserializer=None)
+        reply = service_pb2.ModelInferResponse.FromString(infer(payload, timeout=300))  # warm-up, checked
+        y = np.frombuffer(reply.raw_output_contents[0], dtype=np.float32).reshape(tuple(reply.outputs[0].shape))
+        _check(y, x, f"gRPC {x.nbytes >> 20} MiB")
+        del reply, y
+        times = []
+        deadline = time.monotonic() + time_limit_s
+        while len(times) < requests and time.monotonic() < deadline:
+            start = time.perf_counter()
+            answer = infer(payload, timeout=300)
+            times.append(time.perf_counter() - start)
+            if len(answer) < x.nbytes:
+                raise BenchError(f"gRPC {x.nbytes >> 20} MiB: reply of {len(answer)} bytes is too short")
+            del answer
+    total = sum(times)
+    return {
+        "tensor_mib": x.nbytes / 2**20,
+        "requests": len(times),
+        "mb_per_s": 2 * x.nbytes * len(times) / total / MB,
+        "median_s": statistics.median(times),
+    }
+
+
+def _pss(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        for line in rollup:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class MemorySampler:
+    """Samples RSS (and PSS) summed over a process tree every ``interval_s`` in a thread."""
+
+    def __init__(self, processes: Callable[[], List[psutil.Process]], interval_s: float = 0.02):
+        self._processes = processes
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self.samples = 0
+
+    def __enter__(self) -> "MemorySampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        procs = self._processes()
+        refreshed = time.monotonic()
+        while not self._stop.is_set():
+            if time.monotonic() - refreshed > 0.5:  # the tree rarely changes; look again now and then
+                procs, refreshed = self._processes(), time.monotonic()
+            rss = pss = 0
+            for proc in procs:
+                with contextlib.suppress(psutil.Error, OSError):
+                    rss += proc.memory_info().rss
+                    pss += _pss(proc.pid)
+            self.peak_rss = max(self.peak_rss, rss)
+            self.peak_pss = max(self.peak_pss, pss)
+            self.samples += 1
+            self._stop.wait(self._interval_s)
+
+
+def peak_memory(port: int, processes: Callable[[], List[psutil.Process]], x: np.ndarray) -> Dict:
+    """Idle RSS of the server's tree, then its peak while one request with ``x`` is in flight."""
+    with MemorySampler(processes) as idle:
+        time.sleep(0.3)
+    with contextlib.closing(_grpc_client(port)) as client:
+        with MemorySampler(processes) as busy:
+            y = _infer_grpc(client, x)
+    _check(y, x, f"gRPC {x.nbytes >> 20} MiB")
+    return {
+        "tensor_mib": x.nbytes / 2**20,
+        "idle_rss_mib": idle.peak_rss / 2**20,
+        "peak_rss_mib": busy.peak_rss / 2**20,
+        "peak_pss_mib": busy.peak_pss / 2**20,
+        "samples": busy.samples,
+    }

@@ -1,0 +1,185 @@
+"""The results: a Markdown table with ratios to PyTriton and the targets, the JSON file, the plot."""
+
+import dataclasses
+import json
+import math
+import pathlib
+from typing import Dict, List, Optional
+
+__all__ = ["METRICS", "SERVERS", "Metric", "ratios", "verdicts", "table", "write_json", "plot"]
+
+# Server keys, in the order they run and appear; the first is the reference of every ratio.
+SERVERS = {"pytriton": "PyTriton 0.7.0", "pytriton_like": "pytriton_like", "floor": "floor (stub only)"}
+REFERENCE = "pytriton"
+CANDIDATE = "pytriton_like"
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    fmt: str
+    # The issue's target for pytriton_like as a ratio to PyTriton: ("<=", 0.45) or (">=", 2.5).
+    target: Optional[tuple] = None
+
+
+METRICS: List[Metric] = [
+    Metric("seq_http_median_ms", "seq. latency HTTP, median (ms)", "{:.3f}", ("<=", 0.45)),
+    Metric("seq_http_p99_ms", "seq. latency HTTP, p99 (ms)", "{:.3f}"),
+    Metric("seq_grpc_median_ms", "seq. latency gRPC, median (ms)", "{:.3f}", ("<=", 0.45)),
+    Metric("seq_grpc_p99_ms", "seq. latency gRPC, p99 (ms)", "{:.3f}"),
+    Metric("wrk_8_rps", "HTTP 8 connections (req/s)", "{:,.0f}"),
+    Metric("wrk_32_rps", "HTTP 32 connections (req/s)", "{:,.0f}", (">=", 2.5)),
+    Metric("wrk_128_rps", "HTTP 128 connections (req/s)", "{:,.0f}"),
+    Metric("grpc_16mib_mbps", "16 MiB in+out gRPC (MB/s)", "{:,.0f}", (">=", 1.0)),
+    Metric("grpc_256mib_mbps", "256 MiB in+out gRPC (MB/s)", "{:,.0f}", (">=", 1.0)),
+    Metric("start_to_ready_s", "start to ready (s)", "{:.2f}", ("<=", 0.6)),
+    Metric("launch_to_ready_s", "process launch to ready (s)", "{:.2f}"),
+    Metric("idle_rss_mib", "idle RSS, whole tree (MiB)", "{:,.0f}"),
+    Metric("peak_rss_mib", "peak RSS, {size} MiB in flight (MiB)", "{:,.0f}", ("<=", 1.0)),
+    Metric("peak_pss_mib", "peak PSS, {size} MiB in flight (MiB)", "{:,.0f}"),
+]
+
+
+def _num(value) -> Optional[float]:
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _value(results: Dict[str, Dict], server: str, key: str) -> Optional[float]:
+    return _num(results.get(server, {}).get("metrics", {}).get(key))
+
+
+def ratios(results: Dict[str, Dict]) -> Dict[str, Dict[str, Optional[float]]]:
+    """Each server's value divided by PyTriton's, per metric."""
+    ref = results.get(REFERENCE, {}).get("metrics", {})
+    out = {}
+    for key in SERVERS:
+        values = results.get(key, {}).get("metrics", {})
+        out[key] = {}
+        for metric in METRICS:
+            a, b = _num(values.get(metric.key)), _num(ref.get(metric.key))
+            out[key][metric.key] = a / b if a is not None and b else None
+    return out
+
+
+def verdicts(ratio: Dict[str, Dict[str, Optional[float]]]) -> List[Dict]:
+    """PASS/MISS of pytriton_like against every target (n/a when a number is missing)."""
+    out = []
+    for metric in METRICS:
+        if metric.target is None:
+            continue
+        op, bound = metric.target
+        value = ratio.get(CANDIDATE, {}).get(metric.key)
+        if value is None:
+            verdict = "n/a"
+        else:
+            verdict = "PASS" if (value <= bound if op == "<=" else value >= bound) else "MISS"
+        out.append({"metric": metric.key, "target": f"{op} {bound:g}x", "ratio": value, "verdict": verdict})
+    return out
+
+
+def _label(metric: Metric, memory_mib: Optional[float]) -> str:
+    return metric.label.format(size=f"{memory_mib:g}" if memory_mib else "?")
+
+
+def table(results: Dict[str, Dict], memory_mib: Optional[float]) -> str:
+    """A Markdown table: each server's numbers, ratios to PyTriton, targets and verdicts."""
+    ratio = ratios(results)
+    verdict = {v["metric"]: v for v in verdicts(ratio)}
+    head = ["metric"]
+    for key, name in SERVERS.items():
+        head.append(name)
+        if key != REFERENCE:
+            head.append("ratio")
+    head += ["target", "verdict"]
+    rows = [head, ["---"] * len(head)]
+    for metric in METRICS:
+        if all(_value(results, k, metric.key) is None for k in SERVERS):
+            continue  # e.g. 256 MiB in quick mode
+        row = [_label(metric, memory_mib)]
+        for key in SERVERS:
+            value = _value(results, key, metric.key)
+            row.append(metric.fmt.format(value) if value is not None else "n/a")
+            if key != REFERENCE:
+                r = ratio[key][metric.key]
+                row.append(f"{r:#.3g}x" if r is not None else "n/a")
+        v = verdict.get(metric.key)
+        row += [v["target"], f"**{v['verdict']}**"] if v else ["", ""]
+        rows.append(row)
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in rows)
+
+
+def write_json(path: pathlib.Path, document: Dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def plot(path: pathlib.Path, results: Dict[str, Dict], title: str, memory_mib: Optional[float]) -> None:
+    """Bars per metric group, one colour per server, the ratio to PyTriton over each bar; verdicts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    in_flight = f"{memory_mib:g} MiB in flight" if memory_mib else "peak"
+    panels = [
+        ("sequential latency, median (ms, lower is better)",
+         ["seq_http_median_ms", "seq_grpc_median_ms"], ["HTTP", "gRPC"]),
+        ("HTTP throughput, wrk (req/s, higher is better)", ["wrk_8_rps", "wrk_32_rps", "wrk_128_rps"],
+         ["8 conn.", "32 conn.", "128 conn."]),
+        ("large tensors in+out, gRPC (MB/s, higher is better)",
+         ["grpc_16mib_mbps", "grpc_256mib_mbps"], ["16 MiB", "256 MiB"]),
+        ("time to ready (s, lower is better)",
+         ["start_to_ready_s", "launch_to_ready_s"], ["from start", "from launch"]),
+        ("RSS of the whole process tree (MiB, lower is better)", ["idle_rss_mib", "peak_rss_mib"], ["idle", in_flight]),
+    ]
+    colors = {"pytriton": "#8c8c8c", "pytriton_like": "#1f77b4", "floor": "#2ca02c"}
+    ratio = ratios(results)
+    fig, grid = plt.subplots(2, 3, figsize=(15, 8.5))
+    axes = grid.ravel()
+    for ax, (panel_title, keys, ticks) in zip(axes, panels):
+        present = [i for i, k in enumerate(keys) if any(_value(results, s, k) is not None for s in SERVERS)]
+        keys, ticks = [keys[i] for i in present], [ticks[i] for i in present]
+        width = 0.8 / len(SERVERS)
+        for i, (server, name) in enumerate(SERVERS.items()):
+            values = [_value(results, server, k) for k in keys]
+            xs = [j + (i - (len(SERVERS) - 1) / 2) * width for j in range(len(keys))]
+            bars = ax.bar(xs, [v or 0 for v in values], width, label=name, color=colors[server])
+            for bar, key, value in zip(bars, keys, values):
+                r = ratio[server].get(key)
+                text = "n/a" if value is None else (f"{r:#.3g}x" if server != REFERENCE and r is not None else "")
+                ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels(ticks)
+        ax.set_title(panel_title, fontsize=10)
+        ax.tick_params(labelsize=9)
+        ax.margins(y=0.12)
+    summary = axes[-1]
+    summary.axis("off")
+    handles, names = axes[0].get_legend_handles_labels()
+    summary.legend(handles, names, loc="lower left", fontsize=10, frameon=False)
+    lines = [f"{CANDIDATE} vs PyTriton (target: verdict)", ""]
+    labels = {m.key: _label(m, memory_mib) for m in METRICS}
+    for v in verdicts(ratio):
+        r = f"{v['ratio']:#.3g}x" if v["ratio"] is not None else "n/a"
+        lines.append(f"{labels[v['metric']].split(' (')[0]}: {r} ({v['target']}) {v['verdict']}")
+    summary.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=10, family="monospace")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def title_of(document: Dict) -> str:
+    return f"pytriton_like bench ({document['profile']['name']}), {document['date']}, {document['git']['describe']}"
+
+
+if __name__ == "__main__":
+    # Draw the plot again from a results file: python bench/report.py bench/results/latest.json
+    import sys
+
+    source = pathlib.Path(sys.argv[1])
+    saved = json.loads(source.read_text())
+    plot(source.with_suffix(".png"), saved["servers"], title_of(saved), saved["profile"]["memory_mib"])

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Serve the benchmark's ``Double`` model (y = 2x) with NVIDIA PyTriton or with pytriton_like.
+
+One script for both: the code is the same and only the package name differs, which is the
+point of a PyTriton-compatible API. ``bench/run.py`` starts it as a subprocess.
+
+It prints ``BENCH_START <unix time>`` right before ``Triton()`` is constructed and
+``BENCH_READY <unix time>`` when ``run()`` returned (every model ready), then serves until
+SIGINT or SIGTERM and stops.
+
+Example:
+    python bench/serve_double.py --package pytriton_like --http-port 8000 --grpc-port 8001 --metrics-port 8002
+"""
+
+import argparse
+import importlib
+import signal
+import threading
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--package", choices=("pytriton", "pytriton_like"), required=True)
+    parser.add_argument("--http-port", type=int, required=True)
+    parser.add_argument("--grpc-port", type=int, required=True)
+    parser.add_argument("--metrics-port", type=int, required=True)
+    parser.add_argument("--max-batch-size", type=int, default=64)
+    parser.add_argument("--instances", type=int, default=1, help="model instances (one callable each)")
+    args = parser.parse_args()
+
+    triton_module = importlib.import_module(f"{args.package}.triton")
+    model_config = importlib.import_module(f"{args.package}.model_config")
+    decorators = importlib.import_module(f"{args.package}.decorators")
+    Triton, TritonConfig = triton_module.Triton, triton_module.TritonConfig
+    ModelConfig, Tensor, DynamicBatcher = model_config.ModelConfig, model_config.Tensor, model_config.DynamicBatcher
+
+    @decorators.batch
+    def double(x):
+        return {"y": x * np.float32(2)}
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+
+    config = TritonConfig(
+        http_address="127.0.0.1",
+        http_port=args.http_port,
+        grpc_address="127.0.0.1",
+        grpc_port=args.grpc_port,
+        metrics_address="127.0.0.1",
+        metrics_port=args.metrics_port,
+    )
+    print(f"BENCH_START {time.time():.6f}", flush=True)
+    triton = Triton(config=config)
+    try:
+        triton.bind(
+            model_name="Double",
+            infer_func=[double] * args.instances,
+            inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
+            outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))],
+            config=ModelConfig(max_batch_size=args.max_batch_size, batcher=DynamicBatcher()),
+        )
+        triton.run()
+        print(f"BENCH_READY {time.time():.6f}", flush=True)
+        stop.wait()
+    finally:
+        triton.stop()
+    print(f"BENCH_STOPPED {time.time():.6f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
