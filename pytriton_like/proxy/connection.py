@@ -6,7 +6,7 @@ import os
 
 import zmq
 
-from .protocol import Kind, Message, decode_message, encode_message
+from .protocol import Kind, Message, ProtocolError, decode_message, encode_message
 from .shm import ArenaReader, process_alive
 from .watchdog import exit_with_owner, stub_region
 
@@ -60,14 +60,17 @@ class Connection:
             raise
 
     def receive(self, batch_id: int, timeout_ms: int = -1) -> Message:
-        """The next message for ``batch_id``; waits while the user process lives (and ``timeout_ms``)."""
+        """The answer to ``batch_id``; waits while the user process lives (and ``timeout_ms``).
+
+        One batch is in flight at a time, so an answer to any other is a protocol error.
+        """
         waited = 0
         while True:
             if self.socket.poll(LIVENESS_PERIOD_MS):
                 message = decode_message(self.socket.recv_multipart(), self.reader)
-                if message.batch_id == batch_id:
-                    return message
-                continue  # a late answer to a batch given up on
+                if message.batch_id != batch_id:
+                    raise ProtocolError(f"got an answer to batch {message.batch_id} while waiting for {batch_id}")
+                return message
             waited += LIVENESS_PERIOD_MS
             self.check_owner()
             if 0 <= timeout_ms <= waited:

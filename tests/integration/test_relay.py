@@ -16,6 +16,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 import zmq
 
 from pytriton_like.exceptions import PyTritonUnrecoverableError
@@ -571,3 +573,90 @@ def test_the_copied_proxy_package_relays(relay, proxy_module, monkeypatch):
         for name in set(sys.modules) - before:
             if name.startswith("_pytriton_like_proxy"):
                 del sys.modules[name]
+
+
+# -- fuzzing the live relay ----------------------------------------------------------------------
+
+GARBAGE = st.lists(
+    st.one_of(
+        st.binary(max_size=64),
+        st.builds(lambda kind, items: json.dumps({"v": 1, "k": kind, "id": 1, "r": items}).encode(),
+                  st.integers(-2, 6), st.lists(st.dictionaries(st.text(max_size=2), st.integers(-3, 3)), max_size=2)),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=150, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(garbage=GARBAGE)
+def test_worker_survives_malformed_frames_and_keeps_serving(relay_for_fuzz, garbage):
+    one, proxy, intruder = relay_for_fuzz
+    intruder.send_multipart(garbage)
+    x = np.arange(3, dtype=np.float32)
+    assert outputs(execute(proxy, FakeInferenceRequest({"x": x}))[0])["y"].tolist() == [0, 2, 4]
+
+
+@pytest.fixture
+def relay_for_fuzz(relay, proxy_module):
+    """A relay with a proxy, and a second DEALER on the worker's socket that sends garbage."""
+    one = relay(doubled)
+    proxy = one.proxy(proxy_module)
+    context = zmq.Context()
+    intruder = context.socket(zmq.DEALER)
+    intruder.setsockopt(zmq.LINGER, 0)
+    intruder.connect(f"ipc://{one.sockets}/{one.tag}-0")
+    yield one, proxy, intruder
+    intruder.close(linger=0)
+    context.term()
+
+
+@settings(max_examples=100, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(garbage=GARBAGE)
+def test_proxy_turns_a_garbled_answer_into_error_responses(garbled_worker, garbage):
+    proxy, answers = garbled_worker
+    answers.append(garbage)
+    responses = execute(proxy, FakeInferenceRequest({"x": np.ones(2)}))
+    assert len(responses) == 1 and responses[0].has_error()
+
+
+@pytest.fixture
+def garbled_worker(proxy_module, tmp_path):
+    """A proxy whose 'worker' greets it properly, then answers each batch with the next garbage."""
+    sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
+    address = f"ipc://{sockets}/garbled-0"
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(address)
+    answers = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            if not router.poll(50):
+                continue
+            peer, *frames = router.recv_multipart()
+            message = decode_message(frames)
+            if message.kind is Kind.HELLO:
+                router.send_multipart([peer, *encode_message(Kind.WELCOME, extra={"shm_threshold": BIG})])
+            else:
+                router.send_multipart([peer, *answers.pop(0)])
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
+    settings_ = {"owner_pid": os.getpid(), "tag": "garbled", "sockets": [address], "handshake_timeout_s": 10}
+    model_dir = write_model_entry(tmp_path, config, settings_)
+    proxy = proxy_module.TritonPythonModel()
+    proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
+                      "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+    yield proxy, answers
+    proxy.finalize()
+    stop.set()
+    server.join(5)
+    router.close(linger=0)
+    context.term()
+    shutil.rmtree(sockets, ignore_errors=True)
