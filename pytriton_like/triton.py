@@ -304,10 +304,12 @@ class Triton:
             stubs = [stub for model in self._models.values() for stub in model.stubs()]
             # Unload first: Triton's own stop waits out its exit timeout while any HTTP client
             # keeps a connection open, and then exits without finalising the stubs. Unloading
-            # lets in-flight requests finish and the stubs finalise; then nothing is lost by
-            # cutting the stop short.
-            unloaded = self._unload_models(stubs, exit_timeout)
-            self._server.stop(timeout_s=_GRACE_AFTER_UNLOAD_S if unloaded else exit_timeout + 5)
+            # lets in-flight requests finish (for up to the exit timeout) and the stubs finalise;
+            # after that, nothing is lost by cutting the server's stop short.
+            if self._unload_models(stubs, exit_timeout):
+                self._server.stop(timeout_s=_GRACE_AFTER_UNLOAD_S)
+            else:
+                self._server.stop(timeout_s=exit_timeout + 5)
             _remove_regions(stub["region"] for stub in stubs)
         if self._workspace is not None:
             for model in self._models.values():
@@ -317,7 +319,10 @@ class Triton:
         logger.info("Triton stopped")
 
     def _unload_models(self, stubs, timeout_s: float) -> bool:
-        """Unload every bound model and wait for its stubs to exit; True if they all did."""
+        """Unload every bound model and wait (up to ``timeout_s``) for its stubs to exit.
+
+        Returns False if the server could not be asked (no HTTP endpoint, or already gone).
+        """
         if self._control is None or self._server.returncode is not None:
             return False
         for name in self._models:
@@ -325,7 +330,9 @@ class Triton:
                 self._control.unload(name, timeout_s)
             except ControlError as exc:
                 logger.warning("unloading model %s: %s", name, exc)
-        return wait_for_exits([stub["pid"] for stub in stubs if stub.get("pid")], timeout_s)
+        if not wait_for_exits([stub["pid"] for stub in stubs if stub.get("pid")], timeout_s):
+            logger.warning("a model did not unload within %.0f s (a callable still running?)", timeout_s)
+        return True
 
 
 def _remove_regions(names) -> None:
