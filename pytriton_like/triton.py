@@ -48,7 +48,7 @@ _START_TIMEOUT_S = 120
 _LOAD_TIMEOUT_S = 120
 _DEFAULT_EXIT_TIMEOUT_S = 30
 # Once the models are unloaded nothing is in flight: Triton gets this long to exit by itself.
-_GRACE_AFTER_UNLOAD_S = 3
+_GRACE_AFTER_UNLOAD_S = 5
 
 _instance_ids = itertools.count(1)
 _live: "weakref.WeakSet[Triton]" = weakref.WeakSet()
