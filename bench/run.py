@@ -189,7 +189,10 @@ def machine_info() -> Dict:
     for dist in ("nvidia-pytriton", "tritonclient", "numpy", "grpcio", "pyzmq", "pytriton_like"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[dist] = importlib.metadata.version(dist)
-    wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True, timeout=10)
+    try:
+        wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        wrk = subprocess.CompletedProcess(["wrk"], 127, "", f"wrk not available: {exc}")
     return {
         "platform": platform.platform(),
         "cpu": cpu,

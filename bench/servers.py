@@ -71,9 +71,14 @@ class ProcessTree:
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.launched_at = time.time()
-        self.popen = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        try:
+            self.popen = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except BaseException:
+            self._log.close()
+            raise
         self._known: Dict[Tuple[int, float], psutil.Process] = {}
         self._pgids: Set[int] = {self.popen.pid}
         self.shm_files: Set[str] = set()
