@@ -43,6 +43,7 @@ class Connection:
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.RCVTIMEO, LIVENESS_PERIOD_MS)
         try:
             self.socket.connect(self.address)
             self.socket.send_multipart(
@@ -66,8 +67,12 @@ class Connection:
         """
         waited = 0
         while True:
-            if self.socket.poll(LIVENESS_PERIOD_MS):
-                message = decode_message(self.socket.recv_multipart(), self.reader)
+            try:
+                frames = self.socket.recv_multipart()  # RCVTIMEO: one call, no poll first
+            except zmq.Again:
+                frames = None
+            if frames is not None:
+                message = decode_message(frames, self.reader)
                 if message.batch_id != batch_id:
                     raise ProtocolError(f"got an answer to batch {message.batch_id} while waiting for {batch_id}")
                 return message

@@ -23,7 +23,9 @@ dtype is numpy's ``dtype.str`` (``"<f4"``) or ``"bytes"``: Triton's BYTES serial
 """
 
 import enum
+import functools
 import json
+import math
 import struct
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -212,13 +214,19 @@ def _as_buffer(array: np.ndarray) -> Tuple[str, memoryview]:
     return array.dtype.str, memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
 
 
-def _from_buffer(dtype: str, shape: Tuple[int, ...], buffer: memoryview) -> np.ndarray:
-    count = int(np.prod(shape, dtype=np.int64))
-    if dtype == BYTES_DTYPE:
-        return deserialize_bytes(buffer, count).reshape(shape)
+@functools.lru_cache(maxsize=64)
+def _wire_dtype(dtype: str) -> np.dtype:
     np_dtype = np.dtype(dtype)
     if np_dtype.hasobject:
         raise ProtocolError(f"dtype {dtype} is not allowed on the wire")
+    return np_dtype
+
+
+def _from_buffer(dtype: str, shape: Tuple[int, ...], buffer: memoryview) -> np.ndarray:
+    count = math.prod(shape)  # exact: no int64 overflow for forged shapes
+    if dtype == BYTES_DTYPE:
+        return deserialize_bytes(buffer, count).reshape(shape)
+    np_dtype = _wire_dtype(dtype)
     if count * np_dtype.itemsize != len(buffer):
         raise ProtocolError(f"{len(buffer)} bytes do not hold {shape} of {dtype}")
     return np.frombuffer(buffer, dtype=np_dtype, count=count).reshape(shape)
