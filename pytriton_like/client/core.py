@@ -10,17 +10,18 @@ import contextlib
 import itertools
 import logging
 import threading
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..model_config.triton_model_config import TritonModelConfig
 from .config_parser import parse_model_config
-from .error_mapping import ErrorContext, map_errors
+from .error_mapping import ErrorContext, map_errors, translate_stream_error
 from .exceptions import (
     PyTritonClientClosedError,
     PyTritonClientError,
     PyTritonClientInferenceServerError,
+    PyTritonClientInvalidUrlError,
     PyTritonClientValueError,
 )
 from .inference import (
@@ -41,6 +42,7 @@ __all__ = [
     "CallArgs",
     "DEFAULT_INIT_TIMEOUT_S",
     "DEFAULT_INFERENCE_TIMEOUT_S",
+    "streaming_url",
 ]
 
 _LOGGER = logging.getLogger(__name__)
@@ -53,6 +55,28 @@ _MIN_PROBE_TIMEOUT_S = 0.05
 # Where Triton's restricted endpoints look for the access token (--http-restricted-api /
 # --grpc-restricted-protocol ...:triton-access-token=<token>); gRPC prefixes the metadata key.
 _ACCESS_TOKEN_HEADERS = {Protocol.HTTP: "triton-access-token", Protocol.GRPC: "triton-grpc-protocol-triton-access-token"}
+# Set by Triton on the last response of a request in a gRPC stream.
+_FINAL_RESPONSE_PARAMETER = "triton_final_response"
+
+
+def streaming_url(url: str, client_name: str) -> TritonUrl:
+    """Parses the url of a streaming (decoupled) client: it must be gRPC.
+
+    Triton's HTTP ``/infer`` endpoint refuses decoupled models, so the decoupled clients
+    speak gRPC only, and say so when they are created (as PyTriton's do).
+
+    Raises:
+        PyTritonClientInvalidUrlError: the url cannot be parsed or is not ``grpc://``
+            (a :class:`PyTritonClientValueError`).
+    """
+    parsed = TritonUrl.from_url(url)
+    if parsed.protocol is not Protocol.GRPC:
+        raise PyTritonClientInvalidUrlError(
+            f"{client_name} streams over gRPC only, got {url!r}; use grpc://host[:port] "
+            "(Triton's HTTP endpoint cannot call decoupled models)",
+            url=parsed.with_scheme,
+        )
+    return parsed
 
 
 class CallArgs:
@@ -226,18 +250,31 @@ class ClientCore:
         """Drops the model config, to be read again (after the model was loaded or unloaded)."""
         self._model_config = None
 
-    def prepare(self, call: CallArgs) -> InferRequest:
+    def prepare(self, call: CallArgs, *, decoupled: bool = False) -> InferRequest:
         """Builds the request of a checked call; the model config must be known.
 
+        Args:
+            call: the checked arguments.
+            decoupled: whether the caller is a streaming client (it needs a decoupled model;
+                the other clients need a model that is not).
+
         Raises:
-            PyTritonClientInferenceServerError: the model is decoupled (streaming).
+            PyTritonClientInferenceServerError: the model is decoupled and the client is not, or
+                the other way round.
             PyTritonClientModelDoesntSupportBatchingError: a batch for a model that does not batch.
             PyTritonClientValueError: inputs that do not fit the model.
         """
         config = self._require_config()
-        if config.decoupled:
+        if config.decoupled and not decoupled:
             raise PyTritonClientInferenceServerError(
-                f"model {self.model_name!r} is decoupled (streams responses); these clients cannot call it",
+                f"model {self.model_name!r} is decoupled (streams responses); "
+                "use DecoupledModelClient or AsyncioDecoupledModelClient",
+                **self._attributes(),
+            )
+        if decoupled and not config.decoupled:
+            raise PyTritonClientInferenceServerError(
+                f"model {self.model_name!r} is not decoupled (one response per request); "
+                "use ModelClient, FuturesModelClient or AsyncioModelClient",
                 **self._attributes(),
             )
         inputs = bind_inputs(config, call.inputs, call.named_inputs)
@@ -256,6 +293,44 @@ class ClientCore:
     def finish(self, result: Any, request: InferRequest) -> Dict[str, np.ndarray]:
         """The arrays of a result, batch axis stripped for a sample."""
         return parse_result(result, request)
+
+    def stream_request(self, request: InferRequest) -> Dict[str, Any]:
+        """The request of a gRPC stream: keyword arguments of tritonclient.grpc's ``async_stream_infer``,
+        and the dict tritonclient.grpc.aio's ``stream_infer`` takes from its request iterator.
+
+        Headers are not in it: a gRPC stream takes them once, when it is opened.
+        """
+        kwargs = request.infer_kwargs()
+        del kwargs["headers"]
+        return kwargs
+
+    def stream_response(self, result: Any, request: InferRequest) -> Tuple[Optional[Dict[str, np.ndarray]], bool]:
+        """One response of a gRPC stream: its arrays and whether it was the request's last.
+
+        Returns:
+            ``(arrays, final)``; ``arrays`` is ``None`` for the empty response that only
+            marks the end of a request's responses.
+        """
+        response = result.get_response()
+        flag = response.parameters.get(_FINAL_RESPONSE_PARAMETER)
+        final = flag is not None and flag.bool_param
+        if final and not response.outputs:
+            return None, True
+        return parse_result(result, request), final
+
+    def stream_error(self, exc: BaseException, timeout_s: Optional[float] = None) -> PyTritonClientError:
+        """The client error for an error a stream delivered, or that ended it; the caller raises it ``from exc``.
+
+        An error of a client closed meanwhile (its streams were cancelled) becomes
+        :class:`PyTritonClientClosedError`.
+        """
+        if self._closed.is_set():
+            return PyTritonClientClosedError(
+                f"the client of model {self.model_name!r} at {self.url} was closed during streaming inference "
+                f"({str(exc) or type(exc).__name__})",
+                **self._attributes(),
+            )
+        return translate_stream_error(exc, self.context("streaming inference", timeout_s))
 
     def grpc_kwargs(self, timeout_s: float) -> Dict[str, float]:
         """Per-call timeout keyword arguments of tritonclient.grpc (HTTP has its timeouts per client)."""

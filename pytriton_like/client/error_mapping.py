@@ -15,6 +15,11 @@ tritonclient errors without a status (raised client-side)   PyTritonClientError
 ==========================================================  ======================================
 
 Errors that are already client errors pass through unchanged.
+
+A gRPC stream delivers the server's error responses as data: tritonclient turns each
+into an ``InferenceServerException`` without a status. :func:`translate_stream_error`
+maps those to ``PyTritonClientInferenceServerError`` (the server's answer, its message
+kept) and everything else as :func:`translate_error` does.
 """
 
 import asyncio
@@ -34,7 +39,7 @@ from .exceptions import (
     PyTritonClientTimeoutError,
 )
 
-__all__ = ["ErrorContext", "MAPPED_ERRORS", "translate_error", "map_errors"]
+__all__ = ["ErrorContext", "MAPPED_ERRORS", "translate_error", "translate_stream_error", "map_errors"]
 
 # What map_errors catches; anything else (e.g. a bug of ours) propagates untouched.
 MAPPED_ERRORS = (InferenceServerException, grpc.RpcError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
@@ -103,6 +108,22 @@ def translate_error(exc: BaseException, context: ErrorContext) -> PyTritonClient
         f"{context.describe()} failed: {type(exc).__name__}: {exc}",
         **context.attributes(),
     )
+
+
+def translate_stream_error(exc: BaseException, context: ErrorContext) -> PyTritonClientError:
+    """Returns the client error for an error a gRPC stream delivered; the caller raises it ``from exc``.
+
+    tritonclient (sync and asyncio) reports an error response in a stream (e.g. the model's
+    callable failed after some responses) as an ``InferenceServerException`` with no status;
+    unlike a status-less error tritonclient raises itself, it is the server's answer.
+    Errors of the stream itself (``UNAVAILABLE``, ``CANCELLED``...) carry a status and map
+    as in :func:`translate_error`.
+    """
+    if isinstance(exc, InferenceServerException) and exc.status() is None:
+        return PyTritonClientInferenceServerError(
+            f"{context.describe()} failed: {exc.message() or exc}", status=None, **context.attributes()
+        )
+    return translate_error(exc, context)
 
 
 @contextlib.contextmanager
