@@ -34,3 +34,10 @@ def test_optional_inputs():
     assert output.count("x only (bias defaults to 100): y = [[101.0, 102.0], [103.0, 104.0]]") == 2
     assert output.count("x, bias=1: y = [[2.0, 3.0], [4.0, 5.0]]") == 2
     assert output.count("x, bias=1, gain=3: y = [[4.0, 7.0], [10.0, 13.0]]") == 2
+
+
+def test_streaming_prints_each_word_as_it_arrives():
+    output = run_example(EXAMPLES / "run.py", "streaming", "--protocols", "grpc")  # HTTP cannot stream
+    assert "] story: Once upon a time a tiny model told a story about dragons, one word at a time.\n" in output
+    assert "] 17 words streamed" in output
+    assert "server stopped (exit code 0)" in output
