@@ -20,6 +20,7 @@ import os
 import pathlib
 import signal
 import threading
+import time
 import weakref
 from typing import Callable, Dict, Optional, Sequence, Union
 
@@ -49,6 +50,10 @@ _LOAD_TIMEOUT_S = 120
 _DEFAULT_EXIT_TIMEOUT_S = 30
 # Once the models are unloaded nothing is in flight: Triton gets this long to exit by itself.
 _GRACE_AFTER_UNLOAD_S = 5
+# While models unload: how often our workers are checked, and how long they must sit idle before
+# stop() stops waiting for Triton to finish the unload.
+_UNLOAD_POLL_S = 0.5
+_IDLE_BEFORE_GIVING_UP_S = 3
 
 _instance_ids = itertools.count(1)
 _live: "weakref.WeakSet[Triton]" = weakref.WeakSet()
@@ -330,9 +335,33 @@ class Triton:
                 self._control.unload(name, timeout_s)
             except ControlError as exc:
                 logger.warning("unloading model %s: %s", name, exc)
-        if not wait_for_exits([stub["pid"] for stub in stubs if stub.get("pid")], timeout_s):
-            logger.warning("a model did not unload within %.0f s (a callable still running?)", timeout_s)
+        self._wait_unloaded([stub["pid"] for stub in stubs if stub.get("pid")], timeout_s)
         return True
+
+    def _wait_unloaded(self, pids, timeout_s: float) -> None:
+        """Wait for the stubs to exit, up to ``timeout_s``, or until our workers sat idle a while.
+
+        Triton 2.51 can keep a decoupled model UNLOADING for good after a gRPC stream was cancelled
+        as its last response went out, although every request got its final response; once no
+        batch is in flight in our workers, nothing is lost by not waiting for it.
+        """
+        deadline = time.monotonic() + timeout_s
+        idle_since = None
+        while not wait_for_exits(pids, min(_UNLOAD_POLL_S, max(0.0, deadline - time.monotonic()))):
+            now = time.monotonic()
+            if now >= deadline:
+                logger.warning("a model did not unload within %.0f s (a callable still running?)", timeout_s)
+                return
+            if any(model.busy() for model in self._models.values()):
+                idle_since = None
+            elif idle_since is None:
+                idle_since = now
+            elif now - idle_since >= _IDLE_BEFORE_GIVING_UP_S:
+                logger.warning(
+                    "tritonserver has not finished unloading although no request is in flight for %.0f s;"
+                    " stopping it", _IDLE_BEFORE_GIVING_UP_S,
+                )
+                return
 
 
 def _remove_regions(names) -> None:

@@ -82,6 +82,10 @@ class Model:
         """What each connected stub said of itself: its ``pid`` and Triton's shm ``region``."""
         return list(self._handler.stubs.values()) if self._handler else []
 
+    def busy(self) -> bool:
+        """Whether any of its workers is handling a batch."""
+        return any(worker.busy for worker in self._workers)
+
     def teardown(self, repository: pathlib.Path) -> None:
         """Stop the workers and remove the repository entry; the server must have unloaded the model."""
         for worker in self._workers:

@@ -52,6 +52,7 @@ class InstanceWorker:
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.bind(address)
         self._failed = None  # why the worker serves no more, once it failed
+        self._busy = False
         self._thread = threading.Thread(target=self._serve, name=f"pytriton_like-{arena_tag}", daemon=True)
         self._thread.start()
 
@@ -64,11 +65,18 @@ class InstanceWorker:
         if terminator.is_alive():
             logger.warning("model %s: a callable is still running; leaving its worker behind", self._handler.model_name)
 
+    @property
+    def busy(self) -> bool:
+        """Whether a batch is being handled right now."""
+        return self._busy
+
     def _serve(self) -> None:
         try:
             while True:
                 peer, *frames = self._socket.recv_multipart()
+                self._busy = True
                 reply = self._handle(frames)
+                self._busy = False
                 if reply is not None:
                     self._socket.send_multipart([peer, *reply])
         except zmq.ContextTerminated:

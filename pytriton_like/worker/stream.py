@@ -58,6 +58,11 @@ class StreamWorker:
         self._context.term()
         self._loop.close()
 
+    @property
+    def busy(self) -> bool:
+        """Whether a batch is still streaming."""
+        return bool(self._tasks)
+
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._main = self._loop.create_task(self._serve())

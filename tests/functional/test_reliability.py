@@ -263,3 +263,33 @@ def test_a_request_over_the_shared_memory_limit_fails_clearly_and_smaller_ones_p
             np.testing.assert_array_equal(echo.infer_batch(medium)["y"], medium)
             small = np.ones((1, 1 << 16), np.float32)  # 256 KiB in, 2 MiB out: within the limit
             assert grow.infer_batch(small)["y"].shape == (1, 1 << 19)
+
+
+def count_to(requests):
+    for step in range(int(requests[0]["n"][0, 0])):
+        yield [{"y": np.array([step], np.int32)} for _ in requests]
+
+
+def test_streams_cancelled_as_they_end_do_not_hold_up_stop(caplog):
+    # Triton 2.51 may keep a decoupled model UNLOADING after a stream is cancelled right as its
+    # last response goes out; stop() must not wait out the exit timeout for it.
+    config = free_config(exit_timeout_secs=120)
+    with Triton(config=config) as triton:
+        triton.bind(model_name="Count", infer_func=count_to, inputs=[Tensor(name="n", dtype=np.int32, shape=(1,))],
+                    outputs=[Tensor(name="y", dtype=np.int32, shape=(1,))], config=ModelConfig(decoupled=True))
+        triton.run()
+        for _ in range(10):
+            answers = []
+            received = threading.Semaphore(0)
+            client = grpcclient.InferenceServerClient(f"127.0.0.1:{config.grpc_port}")
+            client.start_stream(callback=lambda result, error: (answers.append((result, error)), received.release()))
+            request = grpcclient.InferInput("n", [1, 1], "INT32")
+            request.set_data_from_numpy(np.array([[5]], np.int32))
+            client.async_stream_infer("Count", [request])
+            for _ in range(5):
+                assert received.acquire(timeout=60)
+            client.stop_stream(cancel_requests=True)
+            client.close()
+            assert [error for _, error in answers[:5]] == [None] * 5
+        caplog.set_level("WARNING", logger="pytriton_like.triton")
+    assert "did not unload within" not in caplog.text
