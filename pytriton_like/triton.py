@@ -148,6 +148,11 @@ class Triton:
         except TypeError as exc:
             raise PyTritonValidationError(f"model {model_name!r}: {exc}") from None
         validate_config(model_config)
+        if model_config.response_cache and not self._config.cache_config:
+            raise PyTritonValidationError(
+                f"model {model_name!r}: response_cache=True needs a cache in TritonConfig, e.g. "
+                "TritonConfig(cache_config=['local,size=1048576']); without one Triton ignores it"
+            )
         with self._changed:
             if self._state in (_State.STOPPING, _State.STOPPED):
                 raise PyTritonInvalidOperationError(f"cannot bind model {model_name!r}: this Triton is stopped")
