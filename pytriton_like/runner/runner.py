@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from ..client.core import ClientCore
 from ..client.exceptions import PyTritonClientClosedError
+from ..client.sync import ModelClient
 from .management import call_async, call_sync, management_call
 from .model import ModelRunner
 
@@ -46,6 +47,7 @@ class TritonRunner:
         self._timeout_s = core.inference_timeout_s
         self._models: Dict[str, ModelRunner] = {}
         self._known: List[str] = []  # model names of the last repository index read
+        self._server_seen = False  # whether the repository index was read once
         self._lock = threading.Lock()
         self._closed = False
 
@@ -61,6 +63,8 @@ class TritonRunner:
 
         Raises:
             KeyError: the server has no such model; the message lists those it has.
+            PyTritonClientTimeoutError: the first lookup waits for the server to be ready, and it
+                was not within ``init_timeout_s``.
             PyTritonClientModelUnavailableError: the server cannot be reached to look it up.
         """
         with self._lock:
@@ -85,14 +89,23 @@ class TritonRunner:
 
     def __dir__(self) -> List[str]:
         try:
-            names = self._refresh()
+            names = self._refresh(wait=False)
         except Exception:  # noqa: BLE001 - dir() must not fail because the server is away
             names = list(self._known)
         return sorted(set(super().__dir__()) | {name for name in names if name.isidentifier()})
 
-    def _refresh(self) -> List[str]:
-        """Reads the model names from the server's repository index."""
+    def _refresh(self, wait: bool = True) -> List[str]:
+        """Reads the model names from the server's repository index.
+
+        Args:
+            wait: until the server was seen once, first wait for it (``init_timeout_s``), as
+                ``run`` would: a service may start before its server.
+        """
+        if wait and not self._server_seen:
+            with ModelClient(self.url, "-", init_timeout_s=self._init_timeout_s) as probe:  # the model is not used
+                probe.wait_for_server(self._init_timeout_s)
         index = self.get_model_repository_index()
+        self._server_seen = True
         names = [entry["name"] for entry in index if entry.get("name")]
         self._known = list(dict.fromkeys(names))
         return self._known
