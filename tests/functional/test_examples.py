@@ -57,3 +57,19 @@ def test_runner_sync_and_async():
     ):
         assert output.count(expected) == 2, expected  # once over HTTP, once over gRPC
     assert "server stopped (exit code 0)" in output
+
+
+def test_metrics_and_cache():
+    output = run_example(EXAMPLES / "run.py", "metrics_and_cache")
+    for calls in (1, 2):  # the HTTP run, then the gRPC one with an input of its own
+        assert f"] first answer: y = 2x, the callable's call count = {calls}\n" in output
+        assert f"] same request again: call count = {calls} -> answered from the cache\n" in output
+    for expected in (
+        "] nv_cache_num_hits_per_model: +1\n",
+        "] nv_cache_num_misses_per_model: +1\n",
+        "] pytriton_like_requests: +1\n",
+        '] pytriton_like_request_failures{reason="callable"}: +0\n',
+    ):
+        assert output.count(expected) == 2, expected
+    assert output.count("] pytriton_like_callable_duration_us: ") == 2
+    assert "server stopped (exit code 0)" in output
