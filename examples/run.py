@@ -3,6 +3,9 @@
 
 Usage: python examples/run.py EXAMPLE [--protocols http,grpc]    (EXAMPLE: a folder of examples/)
 `make demo` runs `python examples/run.py add_sub`.
+
+Each client gets ``--url``; a client that also scrapes the metrics endpoint finds its url in the
+environment variable PYTRITON_EXAMPLE_METRICS_URL.
 """
 
 import argparse
@@ -40,7 +43,11 @@ def main() -> int:
     server = subprocess.Popen([sys.executable, str(folder / "server.py")], env=env)
     try:
         for protocol in args.protocols.split(","):
-            subprocess.run([sys.executable, str(folder / "client.py"), "--url", urls[protocol]], check=True)
+            subprocess.run(
+                [sys.executable, str(folder / "client.py"), "--url", urls[protocol]],
+                check=True,
+                env=dict(os.environ, PYTRITON_EXAMPLE_METRICS_URL=f"http://127.0.0.1:{metrics_port}/metrics"),
+            )
     finally:
         server.send_signal(signal.SIGINT)
         try:

@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 import weakref
-from typing import Callable, Dict, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence, Union
 
 from .exceptions import (
     PyTritonInvalidOperationError,
@@ -39,6 +39,9 @@ from .server.config import TritonConfig, server_argv
 from .server.control import ControlError, ServerControl
 from .server.process import ServerProcess, check_ports_free, wait_for_exits
 from .server.workspace import Workspace
+
+if TYPE_CHECKING:
+    from .runner import TritonRunner
 
 __all__ = ["Triton", "TritonConfig"]
 
@@ -153,6 +156,11 @@ class Triton:
         except TypeError as exc:
             raise PyTritonValidationError(f"model {model_name!r}: {exc}") from None
         validate_config(model_config)
+        if model_config.response_cache and not self._config.cache_config:
+            raise PyTritonValidationError(
+                f"model {model_name!r}: response_cache=True needs a cache in TritonConfig, e.g. "
+                "TritonConfig(cache_config=['local,size=1048576']); without one Triton ignores it"
+            )
         with self._changed:
             if self._state in (_State.STOPPING, _State.STOPPED):
                 raise PyTritonInvalidOperationError(f"cannot bind model {model_name!r}: this Triton is stopped")
@@ -279,6 +287,22 @@ class Triton:
         if self._state is _State.RUNNING:
             logger.error("tritonserver exited unexpectedly with code %s", returncode)
             self._stop_requested.set()
+
+    def runner(
+        self, *, init_timeout_s: Optional[float] = None, inference_timeout_s: Optional[float] = None
+    ) -> "TritonRunner":
+        """A :class:`~pytriton_like.runner.TritonRunner` of this server (HTTP, or gRPC without HTTP).
+
+        Close it (``with triton.runner() as runner:``) before stopping the server.
+        """
+        from .runner import TritonRunner  # noqa: PLC0415 - serving alone need not import the client side
+
+        config = self._config
+        if config.allow_http is not False:
+            url = f"http://{_connect_host(config.http_address)}:{config.ports['HTTP']}"
+        else:
+            url = f"grpc://{_connect_host(config.grpc_address)}:{config.ports['gRPC']}"
+        return TritonRunner(url, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s)
 
     def is_alive(self) -> bool:
         """Whether the server runs and serves."""

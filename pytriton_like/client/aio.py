@@ -20,7 +20,7 @@ from .exceptions import (
     PyTritonClientModelUnavailableError,
     PyTritonClientTimeoutError,
 )
-from .inference import ParametersT
+from .inference import InferRequest, ParametersT
 from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
 from .url import Protocol
 
@@ -183,7 +183,8 @@ class AsyncioModelClient:
     async def __aexit__(self, *_) -> None:
         await self.close()
 
-    async def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+    async def send(self, call: CallArgs) -> Tuple[InferRequest, Any]:
+        """Sends one checked call; returns its request and tritonclient's result (see ``ModelClient.send``)."""
         self._core.check_open()
         await self._ensure_ready()
         request = self._core.prepare(call)
@@ -191,6 +192,10 @@ class AsyncioModelClient:
         timeout_s = self._core.inference_timeout_s
         with self._core.errors("inference", timeout_s):
             result = await client.infer(**request.infer_kwargs(), **self._core.grpc_kwargs(timeout_s))
+        return request, result
+
+    async def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        request, result = await self.send(call)
         return self._core.finish(result, request)
 
     async def _ensure_ready(self) -> None:

@@ -80,7 +80,11 @@ def streaming_url(url: str, client_name: str) -> TritonUrl:
 
 
 class CallArgs:
-    """The checked arguments of one ``infer_sample`` / ``infer_batch`` call, before the model config is known."""
+    """The checked arguments of one ``infer_sample`` / ``infer_batch`` call, before the model config is known.
+
+    ``sample`` is True for a sample, False for a batch, and None for inputs sent as given: with a
+    batch axis exactly when the model batches (the runner's calls).
+    """
 
     __slots__ = ("inputs", "named_inputs", "parameters", "headers", "sample")
 
@@ -90,7 +94,7 @@ class CallArgs:
         named_inputs: Mapping[str, np.ndarray],
         parameters: ParametersT,
         headers: ParametersT,
-        sample: bool,
+        sample: Optional[bool],
     ):
         verify_inputs_args(inputs, named_inputs)
         self.inputs = tuple(inputs)
@@ -278,6 +282,7 @@ class ClientCore:
                 **self._attributes(),
             )
         inputs = bind_inputs(config, call.inputs, call.named_inputs)
+        sample = not config.batching if call.sample is None else call.sample
         return build_request(
             self.protocol,
             config,
@@ -287,7 +292,7 @@ class ClientCore:
             request_id=str(next(self._request_ids)),
             parameters=call.parameters,
             headers={**self._auth_headers, **(call.headers or {})} or None,
-            sample=call.sample,
+            sample=sample,
         )
 
     def finish(self, result: Any, request: InferRequest) -> Dict[str, np.ndarray]:

@@ -23,7 +23,7 @@ from .exceptions import (
     PyTritonClientModelUnavailableError,
     PyTritonClientTimeoutError,
 )
-from .inference import ParametersT
+from .inference import InferRequest, ParametersT
 from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
 from .url import Protocol
 
@@ -329,7 +329,12 @@ class ModelClient:
     def __exit__(self, *_) -> None:
         self.close()
 
-    def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+    def send(self, call: CallArgs) -> Tuple[InferRequest, Any]:
+        """Sends one checked call; returns its request and tritonclient's result, not parsed.
+
+        The building block of :mod:`pytriton_like.runner`, which keeps the whole result;
+        :meth:`infer_sample` and :meth:`infer_batch` are the calls for users.
+        """
         self._core.check_open()
         self._ensure_ready()
         request = self._core.prepare(call)
@@ -337,6 +342,10 @@ class ModelClient:
         timeout_s = self._core.inference_timeout_s
         with self._core.errors("inference", timeout_s):
             result = client.infer(**request.infer_kwargs(), **self._core.grpc_kwargs(timeout_s))
+        return request, result
+
+    def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        request, result = self.send(call)
         return self._core.finish(result, request)
 
     def _repository_call(self, operation: str, method: str, **kwargs: Any) -> None:

@@ -81,6 +81,11 @@ def validate_config(config: TritonModelConfig) -> None:
             seen.add(spec.name)
             _validate_tensor(where, kind, spec)
     _validate_batcher(where, config)
+    if config.response_cache and config.decoupled:
+        raise PyTritonValidationError(
+            f"{where}: Triton's response cache does not support decoupled models; "
+            "use response_cache=True or decoupled=True, not both"
+        )
 
 
 def _validate_tensor(where: str, kind: str, spec: TensorSpec) -> None:

@@ -1,9 +1,12 @@
 """Relay for a non-decoupled model: one execute, one BATCH, one RESULT, one response per request."""
 
+import time
+
 import triton_python_backend_utils as pb_utils  # provided by the stub
 import zmq
 
 from .connection import Connection, RelayError, request_items
+from .metrics import RelayMetrics
 from .protocol import Flags, Kind, ProtocolError, encode_message
 from .shm import ArenaWriter
 
@@ -13,14 +16,17 @@ __all__ = ["BatchRelay", "error_response", "response"]
 class BatchRelay:
     """Sends each batch and waits for its outcome (the stub runs one execute at a time)."""
 
-    def __init__(self, connection: Connection):
+    def __init__(self, connection: Connection, metrics: RelayMetrics):
         self._connection = connection
+        self._metrics = metrics
         self._arena = ArenaWriter(
             connection.owner_pid, f"{connection.tag}-{connection.index}-in", connection.shm_limit
         )
 
     def execute(self, requests):
+        started = time.perf_counter_ns()
         connection = self._connection
+        count = len(requests)
         batch_id = next(connection.ids)
         try:
             frames = encode_message(
@@ -30,15 +36,28 @@ class BatchRelay:
             result = connection.receive(batch_id)
         except (RelayError, ProtocolError, MemoryError, TypeError, zmq.ZMQError) as exc:
             message = f"pytriton_like relay failed for model {connection.model!r}: {type(exc).__name__}: {exc}"
+            self._metrics.record(count, execute_ns=time.perf_counter_ns() - started, relay_errors=count)
             return [error_response(message) for _ in requests]
+        callable_ns = result.extra.get("c", 0)
         if result.error is not None:
-            return [error_response(result.error) for _ in requests]
-        if not result.flags & Flags.FINAL or len(result.items) != len(requests):
-            message = f"worker answered {len(result.items)} responses for {len(requests)} requests"
-            return [error_response(message) for _ in requests]
-        return [response(item, tensors) for item, tensors in zip(result.items, result.tensors)]
+            responses, callable_errors, relay_errors = [error_response(result.error) for _ in requests], count, 0
+        elif not result.flags & Flags.FINAL or len(result.items) != count:
+            message = f"worker answered {len(result.items)} responses for {count} requests"
+            responses, callable_errors, relay_errors = [error_response(message) for _ in requests], 0, count
+        else:
+            responses = [response(item, tensors) for item, tensors in zip(result.items, result.tensors)]
+            callable_errors, relay_errors = sum("e" in item for item in result.items), 0
+        self._metrics.record(
+            count,
+            execute_ns=time.perf_counter_ns() - started,
+            callable_ns=callable_ns,
+            callable_errors=callable_errors,
+            relay_errors=relay_errors,
+        )
+        return responses
 
     def close(self) -> None:
+        self._metrics.close()
         self._arena.close()
         self._connection.close()
 

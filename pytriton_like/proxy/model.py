@@ -5,8 +5,11 @@ process and says HELLO (so the model is ready only once its worker answers). Imp
 stdlib, numpy, zmq and this package.
 """
 
+import triton_python_backend_utils as pb_utils  # provided by the stub
+
 from .batch import BatchRelay
 from .connection import Connection
+from .metrics import RelayMetrics
 from .stream import StreamRelay
 
 __all__ = ["TritonPythonModel"]
@@ -16,8 +19,13 @@ class TritonPythonModel:
     """Triton's Python-backend entry points, relaying to the worker in the user process."""
 
     def initialize(self, args):
-        connection = Connection(args)
-        self._relay = StreamRelay(connection) if connection.decoupled else BatchRelay(connection)
+        metrics = RelayMetrics(pb_utils, args["model_name"], args["model_version"])
+        try:
+            connection = Connection(args)
+        except BaseException:
+            metrics.close()
+            raise
+        self._relay = StreamRelay(connection, metrics) if connection.decoupled else BatchRelay(connection, metrics)
 
     def execute(self, requests):
         return self._relay.execute(requests)

@@ -16,7 +16,9 @@ Header fields::
         RESULT items carry "e" (error text) instead of "t" when the request failed.
     e   error text that fails the whole batch (RESULT only)
     f   Flags of the message (RESULT: FINAL on the last one of a batch)
-    x   kind-specific settings (HELLO: who connects; WELCOME: the worker's settings)
+    x   kind-specific settings (HELLO: who connects; WELCOME: the worker's settings;
+        RESULT: "c", nanoseconds the worker spent in the callable — on the FINAL one of a
+        streaming batch, the whole stream — for the relay's metrics)
 
 dtype is numpy's ``dtype.str`` (``"<f4"``) or ``"bytes"``: Triton's BYTES serialisation
 (a little-endian uint32 length before each element), decoded to an object array of bytes.

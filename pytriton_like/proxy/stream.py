@@ -16,6 +16,7 @@ import zmq
 
 from .batch import error_response, response
 from .connection import LIVENESS_PERIOD_MS, Connection, RelayError, request_items
+from .metrics import RelayMetrics
 from .protocol import Flags, Kind, Message, ProtocolError, decode_message, encode_message
 
 __all__ = ["StreamRelay"]
@@ -28,8 +29,9 @@ _STOP = [b""]
 class StreamRelay:
     """Streams each batch's responses back through its requests' response senders."""
 
-    def __init__(self, connection: Connection):
+    def __init__(self, connection: Connection, metrics: RelayMetrics):
         self._connection = connection
+        self._metrics = metrics
         self._senders: Dict[int, List[Optional[object]]] = {}  # batch id -> senders (None once done)
         self._lock = threading.Lock()
         inbox = f"inproc://pytriton_like-batches-{id(self)}"
@@ -45,10 +47,12 @@ class StreamRelay:
         batch_id = next(connection.ids)
         with self._lock:
             self._senders[batch_id] = [request.get_response_sender() for request in requests]
+        # the relay's time is not measured here: execute returns before the callable starts
+        self._metrics.record(len(requests))
         try:
             frames = encode_message(Kind.BATCH, batch_id, request_items(requests))
         except (MemoryError, TypeError, ValueError) as exc:
-            self._finish(batch_id, f"pytriton_like relay failed for model {connection.model!r}: {exc}")
+            self._finish(batch_id, f"pytriton_like relay failed for model {connection.model!r}: {exc}", relay=True)
             return None
         self._outbox.send_multipart(frames)
         return None
@@ -74,18 +78,21 @@ class StreamRelay:
                 try:
                     connection.check_owner()
                 except RelayError as exc:
-                    self._finish_all(str(exc))
+                    self._finish_all(str(exc), relay=True)
 
     def _dispatch(self, message: Message) -> None:
         with self._lock:
             senders = self._senders.get(message.batch_id)
         if senders is None:
             return
+        if message.flags & Flags.FINAL:
+            self._metrics.record_errors(callable_ns=message.extra.get("c", 0))
         if message.error is not None:
-            self._finish(message.batch_id, message.error)
+            self._finish(message.batch_id, message.error, relay=False)
             return
         if message.items and len(message.items) != len(senders):
-            self._finish(message.batch_id, f"worker answered {len(message.items)} responses for {len(senders)} requests")
+            error = f"worker answered {len(message.items)} responses for {len(senders)} requests"
+            self._finish(message.batch_id, error, relay=True)
             return
         for index, (item, tensors) in enumerate(zip(message.items, message.tensors)):
             sender = senders[index]
@@ -94,16 +101,22 @@ class StreamRelay:
             if "e" in item:
                 sender.send(error_response(str(item["e"])), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                 senders[index] = None
+                self._metrics.record_errors(callable_errors=1)
             else:
                 sender.send(response(item, tensors))
         if message.flags & Flags.FINAL:
             self._finish(message.batch_id, None)
 
-    def _finish(self, batch_id: int, error: Optional[str]) -> None:
-        """Close every open stream of the batch, with ``error`` as its last response if given."""
+    def _finish(self, batch_id: int, error: Optional[str], relay: bool = False) -> None:
+        """Close every open stream of the batch, with ``error`` as its last response if given.
+
+        Args:
+            relay: the error is the relay's, not the callable's (for the failure metrics).
+        """
         with self._lock:
             senders = self._senders.pop(batch_id, [])
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        failed = 0
         for sender in senders:
             if sender is None:
                 continue
@@ -111,17 +124,21 @@ class StreamRelay:
                 sender.send(flags=final)
             else:
                 sender.send(error_response(error), flags=final)
+                failed += 1
+        if failed:
+            self._metrics.record_errors(**{"relay_errors" if relay else "callable_errors": failed})
 
-    def _finish_all(self, error: str) -> None:
+    def _finish_all(self, error: str, relay: bool) -> None:
         with self._lock:
             pending = list(self._senders)
         for batch_id in pending:
-            self._finish(batch_id, error)
+            self._finish(batch_id, error, relay=relay)
 
     def close(self) -> None:
         self._outbox.send_multipart(_STOP)
         self._thread.join()
-        self._finish_all(f"model {self._connection.model!r} is unloading")
+        self._finish_all(f"model {self._connection.model!r} is unloading", relay=True)
+        self._metrics.close()
         self._outbox.close(linger=0)
         self._inbox.close(linger=0)
         self._connection.close()

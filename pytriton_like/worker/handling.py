@@ -65,8 +65,13 @@ class BatchHandler:
         *,
         flags: Flags = Flags.FINAL,
         arena: Optional[ArenaWriter] = None,
+        callable_ns: Optional[int] = None,
     ) -> list:
-        """RESULT frames for one list of responses; a bad response fails only its request."""
+        """RESULT frames for one list of responses; a bad response fails only its request.
+
+        Args:
+            callable_ns: time the callable took, carried to the relay's metrics.
+        """
         if not isinstance(responses, (list, tuple)):
             hint = ""
             if inspect.isgenerator(responses) or inspect.isasyncgen(responses):
@@ -80,14 +85,28 @@ class BatchHandler:
                 f"the inference callable returned {len(responses)} responses for {len(requests)} requests"
             )
         items = [self._item(request, response) for request, response in zip(requests, responses)]
-        return encode_message(Kind.RESULT, batch_id, items, arena=arena, threshold=self.shm_threshold, flags=flags)
+        return encode_message(
+            Kind.RESULT,
+            batch_id,
+            items,
+            arena=arena,
+            threshold=self.shm_threshold,
+            flags=flags,
+            extra=_timing(callable_ns),
+        )
 
-    def failure(self, batch_id: int, error: BaseException) -> list:
+    def failure(self, batch_id: int, error: BaseException, callable_ns: Optional[int] = None) -> list:
         """The RESULT that fails a whole batch; logs the traceback and reports unrecoverable errors."""
         logger.error("model %s: the inference callable failed", self.model_name, exc_info=error)
         if isinstance(error, PyTritonUnrecoverableError):
             self._on_unrecoverable(error)
-        return encode_message(Kind.RESULT, batch_id, error=f"{type(error).__name__}: {error}", flags=Flags.FINAL)
+        return encode_message(
+            Kind.RESULT,
+            batch_id,
+            error=f"{type(error).__name__}: {error}",
+            flags=Flags.FINAL,
+            extra=_timing(callable_ns),
+        )
 
     def _item(self, request: Request, response) -> tuple:
         try:
@@ -95,6 +114,11 @@ class BatchHandler:
         except OutputError as exc:
             logger.error("model %s: %s", self.model_name, exc)
             return {"e": f"model {self.model_name!r}: {exc}"}, {}
+
+
+def _timing(callable_ns: Optional[int]) -> Optional[Dict[str, int]]:
+    """The RESULT header's timing field (protocol.py: ``x.c``)."""
+    return None if callable_ns is None else {"c": callable_ns}
 
 
 def _batch_size(request: Request) -> Optional[int]:

@@ -6,6 +6,7 @@ at a time, so nothing waits behind a running callable.
 
 import logging
 import threading
+import time
 from typing import Optional
 
 import zmq
@@ -100,11 +101,16 @@ class InstanceWorker:
             return None
         if self._failed is not None:
             return encode_message(Kind.RESULT, message.batch_id, error=self._failed, flags=Flags.FINAL)
+        started = time.perf_counter_ns()
         try:
             requests = self._handler.requests(message)
-            return self._handler.result(message.batch_id, requests, self._call(requests), arena=self._arena)
+            responses = self._call(requests)
+            callable_ns = time.perf_counter_ns() - started
+            return self._handler.result(
+                message.batch_id, requests, responses, arena=self._arena, callable_ns=callable_ns
+            )
         except Exception as exc:  # noqa: BLE001 - every failure of the callable becomes an error response
-            return self._handler.failure(message.batch_id, exc)
+            return self._handler.failure(message.batch_id, exc, callable_ns=time.perf_counter_ns() - started)
         except BaseException as exc:  # noqa: BLE001 - SystemExit & co. end this worker, but it must answer
             self._failed = (
                 f"the worker of model {self._handler.model_name!r} failed and serves no more requests:"

@@ -8,6 +8,7 @@ run concurrently: a slow one does not hold up the others.
 import asyncio
 import logging
 import threading
+import time
 from typing import Optional, Set
 
 import zmq
@@ -101,14 +102,17 @@ class StreamWorker:
 
     async def _run_batch(self, peer: bytes, message: Message) -> None:
         handler = self._handler
+        started = time.perf_counter_ns()
         try:
             requests = handler.requests(message)
             async for responses in self._stream(requests):
                 frames = handler.result(message.batch_id, requests, responses, flags=Flags.NONE)
                 await self._socket.send_multipart([peer, *frames])
-            reply = encode_message(Kind.RESULT, message.batch_id, flags=Flags.FINAL)
+            reply = encode_message(
+                Kind.RESULT, message.batch_id, flags=Flags.FINAL, extra={"c": time.perf_counter_ns() - started}
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the stream ends with the error, after what was sent
-            reply = handler.failure(message.batch_id, exc)
+            reply = handler.failure(message.batch_id, exc, callable_ns=time.perf_counter_ns() - started)
         await self._socket.send_multipart([peer, *reply])

@@ -41,3 +41,35 @@ def test_streaming_prints_each_word_as_it_arrives():
     assert "] story: Once upon a time a tiny model told a story about dragons, one word at a time.\n" in output
     assert "] 17 words streamed" in output
     assert "server stopped (exit code 0)" in output
+
+
+def test_runner_sync_and_async():
+    output = run_example(EXAMPLES / "run.py", "runner")
+    for expected in (
+        "] models: AddSub, Scale",
+        "] sync AddSub add = [[1.5, 2.5], [4.0, 5.0]]",
+        "] sync AddSub output 'sub': {'name': 'sub', 'datatype': 'FP32', 'shape': [2, 2]}",
+        "] sync Scale scaled = [10.0, 20.0, 30.0] (model Scale version 1)",
+        "] Scale ready: True",
+        "] async AddSub add = [[2.0, 2.0]]",
+        "] async Scale scaled = [5.0]",
+        "] AddSub max_batch_size: 16",
+    ):
+        assert output.count(expected) == 2, expected  # once over HTTP, once over gRPC
+    assert "server stopped (exit code 0)" in output
+
+
+def test_metrics_and_cache():
+    output = run_example(EXAMPLES / "run.py", "metrics_and_cache")
+    for calls in (1, 2):  # the HTTP run, then the gRPC one with an input of its own
+        assert f"] first answer: y = 2x, the callable's call count = {calls}\n" in output
+        assert f"] same request again: call count = {calls} -> answered from the cache\n" in output
+    for expected in (
+        "] nv_cache_num_hits_per_model: +1\n",
+        "] nv_cache_num_misses_per_model: +1\n",
+        "] pytriton_like_requests: +1\n",
+        '] pytriton_like_request_failures{reason="callable"}: +0\n',
+    ):
+        assert output.count(expected) == 2, expected
+    assert output.count("] pytriton_like_callable_duration_us: ") == 2
+    assert "server stopped (exit code 0)" in output

@@ -11,6 +11,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import types
 import warnings
 
@@ -86,8 +87,36 @@ class FakeInferenceRequest:
         return self._requested
 
 
+class FakeMetric:
+    def __init__(self, family, labels):
+        self.family = family
+        self.labels = labels
+        self.value = 0
+
+    def increment(self, value):
+        self.value += value
+
+
+class FakeMetricFamily:
+    COUNTER = "counter"
+    # every family made, by name, with its metrics: what the metrics endpoint would show
+    made = {}
+
+    def __init__(self, name, description, kind):
+        self.name = name
+        self.kind = kind
+        self.metrics = []
+        FakeMetricFamily.made.setdefault(name, []).append(self)
+
+    def Metric(self, labels):  # noqa: N802 - the stub's spelling
+        metric = FakeMetric(self, labels)
+        self.metrics.append(metric)
+        return metric
+
+
 def fake_pb_utils():
     module = types.ModuleType("triton_python_backend_utils")
+    module.MetricFamily = FakeMetricFamily
     module.Tensor = FakeTensor
     module.TritonError = FakeTritonError
     module.InferenceResponse = FakeInferenceResponse
@@ -101,7 +130,7 @@ def proxy_module(monkeypatch):
     fake = fake_pb_utils()
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", fake)
     module = importlib.import_module("pytriton_like.proxy.model")
-    for relay_module in ("pytriton_like.proxy.batch", "pytriton_like.proxy.stream"):
+    for relay_module in ("pytriton_like.proxy.batch", "pytriton_like.proxy.stream", "pytriton_like.proxy.model"):
         monkeypatch.setattr(sys.modules[relay_module], "pb_utils", fake)
     return module
 
@@ -660,3 +689,44 @@ def garbled_worker(proxy_module, tmp_path):
     router.close(linger=0)
     context.term()
     shutil.rmtree(sockets, ignore_errors=True)
+
+
+# -- the relay's metrics -------------------------------------------------------------------------
+
+
+def relay_metric_values(model=MODEL) -> dict:
+    """(family name, reason label) -> the sum over the model's metrics, as the endpoint would show."""
+    values = {}
+    for name, families in FakeMetricFamily.made.items():
+        for family in families:
+            for metric in family.metrics:
+                if metric.labels["model"] == model:
+                    key = (name, metric.labels.get("reason"))
+                    values[key] = values.get(key, 0) + metric.value
+    return values
+
+
+def test_metrics_count_requests_failures_and_the_callables_time(relay, proxy_module, monkeypatch):
+    monkeypatch.setattr(FakeMetricFamily, "made", {})
+
+    def call(requests):
+        if float(requests[0]["x"][0]) < 0:
+            raise ValueError("negative")
+        time.sleep(0.002)
+        return [{"y": request["x"]} if float(request["x"][0]) else "not a dict" for request in requests]
+
+    one = relay(call)
+    proxy = one.proxy(proxy_module)
+    for value in (1.0, 2.0, 0.0):  # the last returns a bad output: a callable failure
+        execute(proxy, FakeInferenceRequest({"x": np.array([value], np.float32)}))
+    execute(proxy, *[FakeInferenceRequest({"x": np.array([-1.0], np.float32)})] * 2)  # raises: 2 failures
+    one.close()  # finalize publishes what is pending
+    values = relay_metric_values()
+    assert values[("pytriton_like_requests", None)] == 5
+    assert values[("pytriton_like_batches", None)] == 4
+    assert values[("pytriton_like_request_failures", "callable")] == 3
+    assert values[("pytriton_like_request_failures", "relay")] == 0
+    assert values[("pytriton_like_callable_duration_us", None)] >= 3 * 2000  # three calls slept 2 ms
+    assert values[("pytriton_like_relay_duration_us", None)] > 0
+    labels = {tuple(sorted(m.labels.items())) for fs in FakeMetricFamily.made.values() for f in fs for m in f.metrics}
+    assert (("model", MODEL), ("version", "1")) in labels

@@ -19,6 +19,7 @@ PUBLIC = {
         "PyTritonModelConfigError", "PyTritonUnrecoverableError",
     },
     "pytriton_like.proxy.types": {"Request"},
+    "pytriton_like.runner": {"TritonRunner", "ModelRunner", "RunResult"},
 }
 
 # Run only inside the stub: they import its triton_python_backend_utils (or, stub_model, run at import).

@@ -330,10 +330,11 @@ def test_preserve_ordering_with_several_priority_levels_rejected():
 
 
 def test_render_decoupled_response_cache_instances_and_parameters():
-    cfg = config(decoupled=True, response_cache=True, instance_count=3, backend_parameters={"b": "2", "a": "1"})
+    cfg = config(decoupled=True, instance_count=3, backend_parameters={"b": "2", "a": "1"})
     model = parsed(cfg)
     assert model.model_transaction_policy.decoupled is True
-    assert model.response_cache.enable is True
+    assert model.response_cache.enable is False
+    assert parsed(config(response_cache=True)).response_cache.enable is True
     assert [g.count for g in model.instance_group] == [3]
     assert {key: value.string_value for key, value in model.parameters.items()} == {"a": "1", "b": "2"}
 
@@ -399,3 +400,9 @@ def test_render_escapes_strings(text):
     cfg = config(backend_parameters={text: text, "k": text})
     values = {key: value.string_value for key, value in parsed(cfg).parameters.items()}
     assert values == {text: text, "k": text}
+
+
+def test_response_cache_with_decoupled_rejected():
+    # Triton itself refuses to load such a model and then exits at start.
+    with pytest.raises(PyTritonValidationError, match=r"response cache does not support decoupled models"):
+        validate_config(config(decoupled=True, response_cache=True))

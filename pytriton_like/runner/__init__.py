@@ -1,0 +1,12 @@
+"""A runner for services: every model of a Triton server as an attribute (see docs/runner.md).
+
+``TritonRunner(url)`` (or ``Triton.runner()``) gives ``runner.my_model.run(x)`` and
+``await runner.my_model.async_run(x)``, returning a :class:`RunResult`, plus the server's
+model-management calls, sync and ``async_``.
+"""
+
+from .model import ModelRunner
+from .result import RunResult
+from .runner import TritonRunner
+
+__all__ = ["ModelRunner", "RunResult", "TritonRunner"]

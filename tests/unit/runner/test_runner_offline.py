@@ -1,0 +1,113 @@
+"""The runner's pure parts: result parsing for both protocols, management calls, argument checks."""
+
+import numpy as np
+import pytest
+import tritonclient.grpc
+from tritonclient.grpc import service_pb2
+
+from pytriton_like.client.exceptions import (
+    PyTritonClientInvalidUrlError,
+    PyTritonClientModelUnavailableError,
+    PyTritonClientValueError,
+)
+from pytriton_like.client.url import Protocol
+from pytriton_like.runner import RunResult, TritonRunner
+from pytriton_like.runner.management import management_call
+
+
+class FakeHttpResult:
+    def __init__(self, response, arrays):
+        self._response = response
+        self._arrays = arrays
+
+    def get_response(self):
+        return self._response
+
+    def as_numpy(self, name):
+        return self._arrays.get(name)
+
+
+HTTP_RESPONSE = {
+    "id": "7",
+    "model_name": "AddSub",
+    "model_version": "1",
+    "outputs": [
+        {"name": "add", "datatype": "FP32", "shape": [1, 2], "parameters": {"binary_data_size": 8}},
+        {"name": "sub", "datatype": "FP32", "shape": [1, 2], "parameters": {"binary_data_size": 8}},
+    ],
+}
+EXPECTED = {
+    "model_name": "AddSub",
+    "model_version": "1",
+    "id": "7",
+    "outputs": [
+        {"name": "add", "datatype": "FP32", "shape": [1, 2]},
+        {"name": "sub", "datatype": "FP32", "shape": [1, 2]},
+    ],
+}
+
+
+def grpc_result():
+    response = service_pb2.ModelInferResponse(model_name="AddSub", model_version="1", id="7")
+    for name, values in (("add", [1.5, 2.5]), ("sub", [0.5, 1.5])):
+        output = response.outputs.add(name=name, datatype="FP32", shape=[1, 2])
+        del output  # contents travel in raw_output_contents, in output order
+        response.raw_output_contents.append(np.array([values], np.float32).tobytes())
+    return tritonclient.grpc.InferResult(response)
+
+
+def test_http_and_grpc_results_read_alike():
+    arrays = {"add": np.array([[1.5, 2.5]], np.float32), "sub": np.array([[0.5, 1.5]], np.float32)}
+    for result in (RunResult(FakeHttpResult(HTTP_RESPONSE, arrays)), RunResult(grpc_result())):
+        assert result.get_response() == EXPECTED
+        assert result.get_output("sub") == EXPECTED["outputs"][1]
+        assert result.output_names == ["add", "sub"]
+        np.testing.assert_array_equal(result.as_numpy("add"), [[1.5, 2.5]])
+        with pytest.raises(KeyError, match=r"model 'AddSub' answered no output 'x'; its outputs: 'add', 'sub'"):
+            result.as_numpy("x")
+        with pytest.raises(KeyError):
+            result.get_output("x")
+
+
+def test_get_response_is_a_copy():
+    result = RunResult(FakeHttpResult(HTTP_RESPONSE, {}))
+    result.get_response()["outputs"][0]["name"] = "changed"
+    assert result.get_output("add")["name"] == "add"
+
+
+@pytest.mark.parametrize("protocol", list(Protocol))
+def test_management_calls_unwrap_grpc_json_to_the_http_shape(protocol):
+    grpc = protocol is Protocol.GRPC
+    index = management_call(protocol, "get_model_repository_index")
+    answer = {"models": [{"name": "m"}]} if grpc else [{"name": "m"}]
+    assert index.unwrap(answer) == [{"name": "m"}]
+    assert index.kwargs == ({"as_json": True} if grpc else {})
+    config = management_call(protocol, "get_model_config", model_name="m", model_version=2)
+    assert config.kwargs["model_version"] == "2" and config.model_name == "m"
+    assert config.unwrap({"config": {"name": "m"}} if grpc else {"name": "m"}) == {"name": "m"}
+    assert management_call(protocol, "is_model_ready", model_name="m").unwrap(1) is True
+    load = management_call(protocol, "load_model", model_name="m", config='{"x": 1}')
+    assert load.kwargs == {"model_name": "m", "config": '{"x": 1}', "files": None}
+    assert load.unwrap(object()) is None
+    stats = management_call(protocol, "get_inference_statistics")
+    assert stats.kwargs["model_name"] == "" and stats.model_name is None
+
+
+def test_unknown_management_method():
+    with pytest.raises(ValueError, match="no management method 'reboot'"):
+        management_call(Protocol.HTTP, "reboot")
+
+
+def test_bad_url_and_timeouts_fail_at_construction():
+    with pytest.raises(PyTritonClientInvalidUrlError):
+        TritonRunner("ftp://host")
+    with pytest.raises(PyTritonClientValueError, match="init_timeout_s"):
+        TritonRunner("localhost", init_timeout_s=0)
+
+
+def test_unreachable_server_is_a_clear_error():
+    runner = TritonRunner("http://127.0.0.1:9", inference_timeout_s=2)
+    with runner:
+        with pytest.raises(PyTritonClientModelUnavailableError, match="cannot reach the server"):
+            runner.get_model_repository_index()
+        assert "get_model_config" in dir(runner)  # dir() does not fail without a server
