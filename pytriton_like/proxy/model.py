@@ -7,6 +7,7 @@ stdlib, numpy, zmq and this package.
 
 from .batch import BatchRelay
 from .connection import Connection
+from .sequence import SequenceRelay
 from .stream import StreamRelay
 
 __all__ = ["TritonPythonModel"]
@@ -17,7 +18,12 @@ class TritonPythonModel:
 
     def initialize(self, args):
         connection = Connection(args)
-        self._relay = StreamRelay(connection) if connection.decoupled else BatchRelay(connection)
+        if connection.decoupled:
+            self._relay = StreamRelay(connection)
+        elif connection.sequence:
+            self._relay = SequenceRelay(connection)
+        else:
+            self._relay = BatchRelay(connection)
 
     def execute(self, requests):
         return self._relay.execute(requests)
