@@ -146,12 +146,13 @@ class Triton:
                 model_version=model_version,
                 max_batch_size=config.max_batch_size if config.batching else 0,
                 batching=config.batching,
-                batcher=config.batcher if config.batching else None,
+                batcher=config.batcher if config.batching and config.sequence_batcher is None else None,
                 instance_count=len(funcs),
                 decoupled=config.decoupled,
                 inputs=resolve_tensors(inputs, "INPUT"),
                 outputs=resolve_tensors(outputs, "OUTPUT"),
                 response_cache=config.response_cache,
+                sequence_batcher=config.sequence_batcher,
             )
         except TypeError as exc:
             raise PyTritonValidationError(f"model {model_name!r}: {exc}") from None

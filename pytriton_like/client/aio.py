@@ -20,7 +20,7 @@ from .exceptions import (
     PyTritonClientModelUnavailableError,
     PyTritonClientTimeoutError,
 )
-from .inference import InferRequest, ParametersT
+from .inference import InferRequest, ParametersT, SequenceIdT
 from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
 from .url import Protocol
 
@@ -151,20 +151,46 @@ class AsyncioModelClient:
         *inputs: np.ndarray,
         parameters: ParametersT = None,
         headers: ParametersT = None,
+        sequence_id: SequenceIdT = None,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
         """Runs inference on one sample (see ``ModelClient.infer_sample``)."""
-        return await self._infer(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
+        call = CallArgs(
+            inputs,
+            named_inputs,
+            parameters,
+            headers,
+            sample=True,
+            sequence_id=sequence_id,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+        )
+        return await self._infer(call)
 
     async def infer_batch(
         self,
         *inputs: np.ndarray,
         parameters: ParametersT = None,
         headers: ParametersT = None,
+        sequence_id: SequenceIdT = None,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
         """Runs inference on a batch (see ``ModelClient.infer_batch``)."""
-        return await self._infer(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
+        call = CallArgs(
+            inputs,
+            named_inputs,
+            parameters,
+            headers,
+            sample=False,
+            sequence_id=sequence_id,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+        )
+        return await self._infer(call)
 
     async def close(self) -> None:
         """Closes the connections. Idempotent."""

@@ -9,7 +9,7 @@ import logging
 from typing import Any, Mapping, Optional
 
 from ..exceptions import PyTritonError
-from ..model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction
+from ..model_config.common import DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy, TimeoutAction
 from ..model_config.generator import triton_to_dtype
 from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
 from .exceptions import PyTritonClientError
@@ -58,6 +58,7 @@ def _parse(config: Mapping[str, Any], model_version: Optional[str]) -> TritonMod
         backend_parameters={
             key: value.get("string_value", "") for key, value in (config.get("parameters") or {}).items()
         },
+        sequence_batcher=_sequence_batcher(config["sequence_batching"]) if "sequence_batching" in config else None,
     )
 
 
@@ -91,6 +92,27 @@ def _batcher(section: Mapping[str, Any]) -> DynamicBatcher:
         else None,
         priority_queue_policy={int(level): _queue_policy(policy) for level, policy in priority_policies.items()}
         or None,
+    )
+
+
+def _sequence_batcher(section: Mapping[str, Any]) -> SequenceBatcher:
+    idle = int(section.get("max_sequence_idle_microseconds", 0))
+    if "oldest" in section:
+        oldest = section["oldest"] or {}
+        preferred = oldest.get("preferred_batch_size") or None
+        return SequenceBatcher(
+            strategy=SequenceStrategy.OLDEST,
+            max_sequence_idle_microseconds=idle,
+            max_queue_delay_microseconds=int(oldest.get("max_queue_delay_microseconds", 0)),
+            max_candidate_sequences=int(oldest.get("max_candidate_sequences", 0)),
+            preferred_batch_size=tuple(int(size) for size in preferred) if preferred else None,
+            preserve_ordering=bool(oldest.get("preserve_ordering", False)),
+        )
+    direct = section.get("direct") or {}
+    return SequenceBatcher(
+        max_sequence_idle_microseconds=idle,
+        max_queue_delay_microseconds=int(direct.get("max_queue_delay_microseconds", 0)),
+        minimum_slot_utilization=float(direct.get("minimum_slot_utilization", 0.0)),
     )
 
 

@@ -27,12 +27,14 @@ from .exceptions import (
 from .inference import (
     InferRequest,
     ParametersT,
+    SequenceIdT,
     bind_inputs,
     build_request,
     parse_result,
     verify_headers,
     verify_inputs_args,
     verify_parameters,
+    verify_sequence,
 )
 from .readiness import ReadinessWaiter
 from .url import Protocol, TritonUrl
@@ -86,7 +88,7 @@ class CallArgs:
     batch axis exactly when the model batches (the runner's calls).
     """
 
-    __slots__ = ("inputs", "named_inputs", "parameters", "headers", "sample")
+    __slots__ = ("inputs", "named_inputs", "parameters", "headers", "sample", "sequence")
 
     def __init__(
         self,
@@ -95,6 +97,10 @@ class CallArgs:
         parameters: ParametersT,
         headers: ParametersT,
         sample: Optional[bool],
+        *,
+        sequence_id: SequenceIdT = None,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
     ):
         verify_inputs_args(inputs, named_inputs)
         self.inputs = tuple(inputs)
@@ -102,6 +108,13 @@ class CallArgs:
         self.parameters = verify_parameters(parameters)
         self.headers = verify_headers(headers)
         self.sample = sample
+        verify_sequence(sequence_id, sequence_start, sequence_end)
+        # build_request's keyword arguments; empty outside a sequence
+        self.sequence: Dict[str, Any] = (
+            {}
+            if sequence_id is None
+            else {"sequence_id": sequence_id, "sequence_start": sequence_start, "sequence_end": sequence_end}
+        )
 
 
 class ClientCore:
@@ -293,6 +306,7 @@ class ClientCore:
             parameters=call.parameters,
             headers={**self._auth_headers, **(call.headers or {})} or None,
             sample=sample,
+            **call.sequence,
         )
 
     def finish(self, result: Any, request: InferRequest) -> Dict[str, np.ndarray]:

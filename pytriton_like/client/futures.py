@@ -15,7 +15,7 @@ import numpy as np
 
 from .core import DEFAULT_INIT_TIMEOUT_S
 from .exceptions import PyTritonClientClosedError, PyTritonClientQueueFullError, PyTritonClientValueError
-from .inference import ParametersT
+from .inference import ParametersT, SequenceIdT
 from .sync import ModelClient
 
 __all__ = ["FuturesModelClient"]
@@ -111,6 +111,9 @@ class FuturesModelClient:
         *inputs: np.ndarray,
         parameters: ParametersT = None,
         headers: ParametersT = None,
+        sequence_id: SequenceIdT = None,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> "concurrent.futures.Future[dict]":
         """A future of ``ModelClient.infer_sample(...)``; errors are raised by ``Future.result()``.
@@ -119,13 +122,25 @@ class FuturesModelClient:
             PyTritonClientClosedError: the client is closed.
             PyTritonClientQueueFullError: ``non_blocking`` and the queue is full.
         """
-        return self._submit(self._client.infer_sample, *inputs, parameters=parameters, headers=headers, **named_inputs)
+        return self._submit(
+            self._client.infer_sample,
+            *inputs,
+            parameters=parameters,
+            headers=headers,
+            sequence_id=sequence_id,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+            **named_inputs,
+        )
 
     def infer_batch(
         self,
         *inputs: np.ndarray,
         parameters: ParametersT = None,
         headers: ParametersT = None,
+        sequence_id: SequenceIdT = None,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> "concurrent.futures.Future[dict]":
         """A future of ``ModelClient.infer_batch(...)``; errors are raised by ``Future.result()``.
@@ -134,7 +149,16 @@ class FuturesModelClient:
             PyTritonClientClosedError: the client is closed.
             PyTritonClientQueueFullError: ``non_blocking`` and the queue is full.
         """
-        return self._submit(self._client.infer_batch, *inputs, parameters=parameters, headers=headers, **named_inputs)
+        return self._submit(
+            self._client.infer_batch,
+            *inputs,
+            parameters=parameters,
+            headers=headers,
+            sequence_id=sequence_id,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+            **named_inputs,
+        )
 
     def close(self, wait: bool = True) -> None:
         """Stops taking requests; queued requests still run, then the connections close.

@@ -27,6 +27,8 @@ __all__ = [
     "verify_inputs_args",
     "verify_parameters",
     "verify_headers",
+    "verify_sequence",
+    "SequenceIdT",
     "bind_inputs",
     "build_request",
     "parse_result",
@@ -34,6 +36,7 @@ __all__ = [
 
 ParameterValueT = Union[str, int, bool, float]
 ParametersT = Optional[Mapping[str, ParameterValueT]]
+SequenceIdT = Optional[Union[int, str]]
 
 _BYTES = "BYTES"
 
@@ -52,6 +55,9 @@ class InferRequest:
         headers: HTTP headers / gRPC metadata (keys lower-cased, values strings), or ``None``.
         strip_batch_axis: the request is one sample sent with a batch axis of 1 that the
             result must lose again.
+        sequence_id: correlation id of the sequence the request belongs to, or ``None``.
+        sequence_start: the request starts its sequence.
+        sequence_end: the request ends its sequence.
     """
 
     model_name: str
@@ -62,6 +68,9 @@ class InferRequest:
     parameters: Optional[Dict[str, ParameterValueT]]
     headers: Optional[Dict[str, str]]
     strip_batch_axis: bool
+    sequence_id: SequenceIdT = None
+    sequence_start: bool = False
+    sequence_end: bool = False
 
     def infer_kwargs(self) -> Dict[str, Any]:
         """Keyword arguments of tritonclient's ``infer`` (HTTP and gRPC, sync and asyncio)."""
@@ -73,6 +82,9 @@ class InferRequest:
             "request_id": self.request_id,
             "parameters": self.parameters,
             "headers": self.headers,
+            "sequence_id": 0 if self.sequence_id is None else self.sequence_id,  # tritonclient's "none"
+            "sequence_start": self.sequence_start,
+            "sequence_end": self.sequence_end,
         }
 
 
@@ -128,6 +140,31 @@ def verify_headers(headers: ParametersT) -> Optional[Dict[str, str]]:
         return None
     _verify_mapping("headers", headers, (str, int, bool))
     return {key.lower(): str(value) for key, value in headers.items()}
+
+
+def verify_sequence(sequence_id: SequenceIdT, sequence_start: bool, sequence_end: bool) -> None:
+    """Checks the sequence arguments of a request to a stateful model (a sequence batcher).
+
+    Raises:
+        PyTritonClientValueError: a ``sequence_id`` that is not a positive int below 2**64 or a
+            non-empty string, flags that are not bools, or flags without a ``sequence_id``.
+    """
+    for name, flag in (("sequence_start", sequence_start), ("sequence_end", sequence_end)):
+        if not isinstance(flag, bool):
+            raise PyTritonClientValueError(f"{name} must be a bool, got {type(flag).__name__}: {flag!r}")
+    if sequence_id is None:
+        if sequence_start or sequence_end:
+            raise PyTritonClientValueError("sequence_start and sequence_end need a sequence_id")
+        return
+    if isinstance(sequence_id, str):
+        if not sequence_id:
+            raise PyTritonClientValueError("sequence_id must not be an empty string")
+    elif isinstance(sequence_id, bool) or not isinstance(sequence_id, int):
+        raise PyTritonClientValueError(
+            f"sequence_id must be an int or a str, got {type(sequence_id).__name__}: {sequence_id!r}"
+        )
+    elif not 0 < sequence_id < 2**64:
+        raise PyTritonClientValueError(f"an integer sequence_id must be within 1..2**64-1, got {sequence_id}")
 
 
 def _verify_mapping(what: str, mapping: Any, value_types: Tuple[type, ...]) -> None:
@@ -187,6 +224,9 @@ def build_request(
     parameters: Optional[Dict[str, ParameterValueT]],
     headers: Optional[Dict[str, str]],
     sample: bool,
+    sequence_id: SequenceIdT = None,
+    sequence_start: bool = False,
+    sequence_end: bool = False,
 ) -> InferRequest:
     """Builds the tritonclient request for bound inputs (see :func:`bind_inputs`).
 
@@ -203,6 +243,9 @@ def build_request(
         parameters: checked custom parameters (see :func:`verify_parameters`).
         headers: checked headers (see :func:`verify_headers`).
         sample: ``True`` for ``infer_sample``, ``False`` for ``infer_batch``.
+        sequence_id: checked correlation id (see :func:`verify_sequence`), or ``None``.
+        sequence_start: the request starts its sequence.
+        sequence_end: the request ends its sequence.
 
     Raises:
         PyTritonClientModelDoesntSupportBatchingError: a batch for a model that does not batch.
@@ -236,6 +279,9 @@ def build_request(
         parameters=parameters,
         headers=headers,
         strip_batch_axis=add_batch_axis,
+        sequence_id=sequence_id,
+        sequence_start=sequence_start,
+        sequence_end=sequence_end,
     )
 
 

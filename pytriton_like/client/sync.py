@@ -23,7 +23,7 @@ from .exceptions import (
     PyTritonClientModelUnavailableError,
     PyTritonClientTimeoutError,
 )
-from .inference import InferRequest, ParametersT
+from .inference import InferRequest, ParametersT, SequenceIdT
 from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
 from .url import Protocol
 
@@ -274,6 +274,9 @@ class ModelClient:
         *inputs: np.ndarray,
         parameters: ParametersT = None,
         headers: ParametersT = None,
+        sequence_id: SequenceIdT = None,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
         """Runs inference on one sample (no batch axis).
@@ -285,26 +288,45 @@ class ModelClient:
             *inputs: input arrays in the order of the model's inputs.
             parameters: custom request parameters (str, int, bool or float values).
             headers: HTTP headers / gRPC metadata (str, int or bool values).
+            sequence_id: for a stateful model (one with a sequence batcher), the correlation id
+                of the sequence the request belongs to: a positive int or a non-empty str.
+                Send a sequence's next request once the previous one answered: Triton keeps
+                the order in which requests arrive.
+            sequence_start: the request starts the sequence.
+            sequence_end: the request ends the sequence (the model may drop its state).
             **named_inputs: input arrays by input name (instead of ``*inputs``).
 
         Returns:
             Output arrays by output name.
 
         Raises:
-            PyTritonClientValueError: bad inputs, parameters or headers.
+            PyTritonClientValueError: bad inputs, parameters, headers or sequence arguments.
             PyTritonClientTimeoutError: the model was not ready in ``init_timeout_s`` or the
                 request took longer than ``inference_timeout_s``.
             PyTritonClientModelUnavailableError: the server does not have the model or cannot be reached.
             PyTritonClientInferenceServerError: the server or the model failed the request.
             PyTritonClientClosedError: the client is (or got) closed.
         """
-        return self._infer(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
+        call = CallArgs(
+            inputs,
+            named_inputs,
+            parameters,
+            headers,
+            sample=True,
+            sequence_id=sequence_id,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+        )
+        return self._infer(call)
 
     def infer_batch(
         self,
         *inputs: np.ndarray,
         parameters: ParametersT = None,
         headers: ParametersT = None,
+        sequence_id: SequenceIdT = None,
+        sequence_start: bool = False,
+        sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
         """Runs inference on a batch (first axis of every input).
@@ -314,7 +336,17 @@ class ModelClient:
         Raises:
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
         """
-        return self._infer(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
+        call = CallArgs(
+            inputs,
+            named_inputs,
+            parameters,
+            headers,
+            sample=False,
+            sequence_id=sequence_id,
+            sequence_start=sequence_start,
+            sequence_end=sequence_end,
+        )
+        return self._infer(call)
 
     def close(self) -> None:
         """Closes the connections; calls in other threads fail with PyTritonClientClosedError. Idempotent."""

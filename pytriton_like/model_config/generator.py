@@ -7,7 +7,7 @@ from typing import Iterable, List
 import numpy as np
 
 from ..exceptions import PyTritonValidationError
-from .common import DynamicBatcher, QueuePolicy
+from .common import DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy
 from .triton_model_config import TensorSpec, TritonModelConfig
 
 __all__ = ["render_config", "validate_config", "dtype_to_triton", "triton_to_dtype"]
@@ -86,6 +86,7 @@ def validate_config(config: TritonModelConfig) -> None:
             f"{where}: Triton's response cache does not support decoupled models; "
             "use response_cache=True or decoupled=True, not both"
         )
+    _validate_sequence_batcher(where, config)
 
 
 def _validate_tensor(where: str, kind: str, spec: TensorSpec) -> None:
@@ -124,6 +125,29 @@ def _validate_batcher(where: str, config: TritonModelConfig) -> None:
             )
 
 
+def _validate_sequence_batcher(where: str, config: TritonModelConfig) -> None:
+    batcher = config.sequence_batcher
+    if batcher is None:
+        return
+    if config.batcher is not None:
+        raise PyTritonValidationError(f"{where}: a model has one scheduler: a dynamic batcher or a sequence batcher")
+    if config.decoupled:
+        raise PyTritonValidationError(
+            f"{where}: a sequence batcher cannot serve a decoupled model here: its batches stream concurrently,"
+            " so a sequence's requests could overtake each other"
+        )
+    if config.response_cache:
+        raise PyTritonValidationError(
+            f"{where}: a stateful model cannot use the response cache: its answers depend on the sequence's state"
+        )
+    for size in batcher.preferred_batch_size or ():
+        if not 1 <= size <= config.max_batch_size:
+            raise PyTritonValidationError(
+                f"{where}: sequence batcher preferred_batch_size {size} is outside 1..max_batch_size"
+                f" ({config.max_batch_size})"
+            )
+
+
 def render_config(config: TritonModelConfig) -> str:
     """config.pbtxt text for ``config``; validates it first."""
     validate_config(config)
@@ -134,6 +158,8 @@ def render_config(config: TritonModelConfig) -> str:
     ]
     if config.batching and config.batcher is not None:
         lines += _block("dynamic_batching", _batcher_fields(config.batcher))
+    if config.sequence_batcher is not None:
+        lines += _block("sequence_batching", _sequence_batcher_fields(config.sequence_batcher))
     lines += _tensors("input", config.inputs)
     lines += _tensors("output", config.outputs)
     lines += ["instance_group [", f"  {{ kind: KIND_CPU count: {config.instance_count} }}", "]"]
@@ -168,6 +194,23 @@ def _batcher_fields(batcher: DynamicBatcher) -> List[str]:
         fields.append(f"default_queue_policy {{ {_policy(batcher.default_queue_policy)} }}")
     for level, policy in sorted((batcher.priority_queue_policy or {}).items()):
         fields.append(f"priority_queue_policy {{ key: {level} value {{ {_policy(policy)} }} }}")
+    return fields
+
+
+def _sequence_batcher_fields(batcher: SequenceBatcher) -> List[str]:
+    fields = []
+    if batcher.max_sequence_idle_microseconds:
+        fields.append(f"max_sequence_idle_microseconds: {batcher.max_sequence_idle_microseconds}")
+    strategy = [f"max_queue_delay_microseconds: {batcher.max_queue_delay_microseconds}"]
+    if batcher.strategy is SequenceStrategy.DIRECT:
+        strategy.append(f"minimum_slot_utilization: {batcher.minimum_slot_utilization}")
+    else:
+        if batcher.max_candidate_sequences:
+            strategy.append(f"max_candidate_sequences: {batcher.max_candidate_sequences}")
+        if batcher.preferred_batch_size:
+            strategy.append(f"preferred_batch_size: [ {', '.join(str(s) for s in batcher.preferred_batch_size)} ]")
+        strategy.append(f"preserve_ordering: {_bool(batcher.preserve_ordering)}")
+    fields.append(f"{batcher.strategy.value} {{ {' '.join(strategy)} }}")
     return fields
 
 

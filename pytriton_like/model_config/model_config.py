@@ -1,8 +1,10 @@
 """``ModelConfig``: how Triton schedules a bound model."""
 
 import dataclasses
+from typing import Optional
 
-from .common import DynamicBatcher
+from ..exceptions import PyTritonValidationError
+from .common import DynamicBatcher, SequenceBatcher
 
 __all__ = ["ModelConfig"]
 
@@ -18,6 +20,9 @@ class ModelConfig:
         response_cache: serve repeated identical requests from Triton's response cache
             (needs a cache configured in ``TritonConfig``).
         decoupled: the callable may send zero, one or many responses per request (streaming; gRPC).
+        sequence_batcher: serve a stateful model: Triton's sequence batcher replaces the dynamic
+            batcher and routes each sequence's requests to one instance, in order
+            (see docs/stateful_models.md). Leave ``batcher`` at its default then.
     """
 
     batching: bool = True
@@ -25,3 +30,11 @@ class ModelConfig:
     batcher: DynamicBatcher = dataclasses.field(default_factory=DynamicBatcher)
     response_cache: bool = False
     decoupled: bool = False
+    sequence_batcher: Optional[SequenceBatcher] = None
+
+    def __post_init__(self):
+        if self.sequence_batcher is not None and self.batcher != DynamicBatcher():
+            raise PyTritonValidationError(
+                "a model has one scheduler: give either sequence_batcher or a dynamic batcher, not both"
+                " (the sequence batcher has its own max_queue_delay_microseconds and preferred_batch_size)"
+            )

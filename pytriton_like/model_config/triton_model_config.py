@@ -3,7 +3,7 @@
 import dataclasses
 from typing import Dict, Optional, Tuple
 
-from .common import DynamicBatcher
+from .common import DynamicBatcher, SequenceBatcher
 from .tensor import Tensor
 
 __all__ = ["TensorSpec", "TritonModelConfig"]
@@ -37,6 +37,7 @@ class TritonModelConfig:
     outputs: Tuple[TensorSpec, ...] = ()
     response_cache: bool = False
     backend_parameters: Dict[str, str] = dataclasses.field(default_factory=dict)
+    sequence_batcher: Optional[SequenceBatcher] = None
 
 
 def resolve_tensors(tensors, prefix: str) -> Tuple[TensorSpec, ...]:

@@ -73,6 +73,7 @@ class Model:
             "tag": self._tag,
             "sockets": addresses,
             "decoupled": self.config.decoupled,
+            "sequence": self.config.sequence_batcher is not None,
             "shm_limit_bytes": shm_limit,
             "handshake_timeout_s": _HANDSHAKE_TIMEOUT_S,
         }

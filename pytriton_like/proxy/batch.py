@@ -16,6 +16,8 @@ __all__ = ["BatchRelay", "error_response", "response"]
 class BatchRelay:
     """Sends each batch and waits for its outcome (the stub runs one execute at a time)."""
 
+    items = staticmethod(request_items)  # what a BATCH says of each request
+
     def __init__(self, connection: Connection, metrics: RelayMetrics):
         self._connection = connection
         self._metrics = metrics
@@ -30,7 +32,7 @@ class BatchRelay:
         batch_id = next(connection.ids)
         try:
             frames = encode_message(
-                Kind.BATCH, batch_id, request_items(requests), arena=self._arena, threshold=connection.shm_threshold
+                Kind.BATCH, batch_id, self.items(requests), arena=self._arena, threshold=connection.shm_threshold
             )
             connection.socket.send_multipart(frames)
             result = connection.receive(batch_id)

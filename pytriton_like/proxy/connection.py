@@ -10,7 +10,7 @@ from .protocol import Kind, Message, ProtocolError, decode_message, encode_messa
 from .shm import ArenaReader, process_alive
 from .watchdog import exit_with_owner, stub_region
 
-__all__ = ["Connection", "RelayError", "request_items"]
+__all__ = ["Connection", "RelayError", "request_items", "sequence_request_items"]
 
 # How often a waiting proxy checks that the user process is still alive.
 LIVENESS_PERIOD_MS = 1000
@@ -36,6 +36,7 @@ class Connection:
         self.owner_pid = int(settings["owner_pid"])
         self.tag = settings["tag"]
         self.decoupled = bool(settings.get("decoupled", False))
+        self.sequence = bool(settings.get("sequence", False))
         self.shm_limit = settings.get("shm_limit_bytes")
         self.ids = itertools.count(1)
         self.reader = ArenaReader()
@@ -99,4 +100,14 @@ def request_items(requests) -> list:
         tensors = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
         fields = {"p": request.parameters(), "q": list(request.requested_output_names())}
         items.append((fields, tensors))
+    return items
+
+
+def sequence_request_items(requests) -> list:
+    """:func:`request_items` of a sequence model: each item also carries the request's
+    correlation id ("c") and its flags ("g": Triton's sequence start/end bits)."""
+    items = request_items(requests)
+    for (fields, _), request in zip(items, requests):
+        fields["c"] = request.correlation_id()
+        fields["g"] = request.flags()
     return items

@@ -10,6 +10,7 @@ import triton_python_backend_utils as pb_utils  # provided by the stub
 from .batch import BatchRelay
 from .connection import Connection
 from .metrics import RelayMetrics
+from .sequence import SequenceRelay
 from .stream import StreamRelay
 
 __all__ = ["TritonPythonModel"]
@@ -25,7 +26,12 @@ class TritonPythonModel:
         except BaseException:
             metrics.close()
             raise
-        self._relay = StreamRelay(connection, metrics) if connection.decoupled else BatchRelay(connection, metrics)
+        if connection.decoupled:
+            self._relay = StreamRelay(connection, metrics)
+        elif connection.sequence:
+            self._relay = SequenceRelay(connection, metrics)
+        else:
+            self._relay = BatchRelay(connection, metrics)
 
     def execute(self, requests):
         return self._relay.execute(requests)

@@ -12,7 +12,9 @@ Header fields::
     r   one item per request; item["t"] lists its tensors, each
         {"n": name, "d": dtype, "s": shape, "f": frame index}  inline, or
         {"n": name, "d": dtype, "s": shape, "o": offset, "b": nbytes}  in the arena
-        BATCH items also carry "p" (parameters as JSON text) and "q" (requested outputs);
+        BATCH items also carry "p" (parameters as JSON text) and "q" (requested outputs),
+        and for a model with a sequence batcher "c" (correlation id, int or str) and "g"
+        (Triton's request flags: 1 sequence start, 2 sequence end);
         RESULT items carry "e" (error text) instead of "t" when the request failed.
     e   error text that fails the whole batch (RESULT only)
     f   Flags of the message (RESULT: FINAL on the last one of a batch)

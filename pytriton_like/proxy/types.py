@@ -19,6 +19,10 @@ class Request(MutableMapping):
         data: the inputs; with batching on, each array has the batch axis first.
         parameters: the request's parameters (with Triton's forwarded headers among them).
         requested_output_names: the outputs the client asked for (``None``: all).
+        sequence_id: for a model with a sequence batcher, the correlation id (int or str) of the
+            sequence this request belongs to; ``None`` for other models.
+        sequence_start: the request is the first of its sequence.
+        sequence_end: the request is the last of its sequence.
 
     Arrays in ``data`` may be views of the relay's shared memory: they are valid during the call;
     copy what you keep after returning.
@@ -27,6 +31,9 @@ class Request(MutableMapping):
     data: Dict[str, np.ndarray]
     parameters: Optional[Dict[str, Union[str, int, bool, float]]] = None
     requested_output_names: Optional[List[str]] = None
+    sequence_id: Optional[Union[int, str]] = None
+    sequence_start: bool = False
+    sequence_end: bool = False
 
     def __getitem__(self, input_name: str) -> np.ndarray:
         return self.data[input_name]

@@ -17,6 +17,9 @@ logger = logging.getLogger(__name__)
 
 # Tensors from this size on travel through shared memory, smaller ones as ZeroMQ frames.
 DEFAULT_SHM_THRESHOLD = 64 * 1024
+# Triton's request flags (TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END).
+SEQUENCE_START = 1
+SEQUENCE_END = 2
 
 
 class BatchHandler:
@@ -48,7 +51,7 @@ class BatchHandler:
 
     @staticmethod
     def requests(message: Message) -> List[Request]:
-        return [
+        requests = [
             Request(
                 data=tensors,
                 parameters=json.loads(item["p"]) if item.get("p") else {},
@@ -56,6 +59,9 @@ class BatchHandler:
             )
             for item, tensors in zip(message.items, message.tensors)
         ]
+        if message.items and "c" in message.items[0]:  # a sequence model's batch
+            _add_sequence_fields(requests, message.items)
+        return requests
 
     def result(
         self,
@@ -119,6 +125,14 @@ class BatchHandler:
 def _timing(callable_ns: Optional[int]) -> Optional[Dict[str, int]]:
     """The RESULT header's timing field (protocol.py: ``x.c``)."""
     return None if callable_ns is None else {"c": callable_ns}
+
+
+def _add_sequence_fields(requests: List[Request], items: List[dict]) -> None:
+    for request, item in zip(requests, items):
+        flags = int(item.get("g", 0))
+        request.sequence_id = item["c"]
+        request.sequence_start = bool(flags & SEQUENCE_START)
+        request.sequence_end = bool(flags & SEQUENCE_END)
 
 
 def _batch_size(request: Request) -> Optional[int]:

@@ -72,4 +72,13 @@ def test_metrics_and_cache():
     ):
         assert output.count(expected) == 2, expected
     assert output.count("] pytriton_like_callable_duration_us: ") == 2
+
+
+def test_stateful_running_sums_over_http_and_grpc():
+    output = run_example(EXAMPLES / "run.py", "stateful")
+    assert output.count("] step 1: alice=1 42=10 bob=100\n") == 2
+    assert output.count("] step 3: alice=6 42=60 bob=300\n") == 2
+    assert output.count("] step 5: alice=15 42=150 bob=500\n") == 2
+    # each sequence stays on one instance
+    assert output.count("was served by instance(s) [0]\n") + output.count("was served by instance(s) [1]\n") == 6
     assert "server stopped (exit code 0)" in output

@@ -72,10 +72,18 @@ class FakeInferenceResponse:
 
 
 class FakeInferenceRequest:
-    def __init__(self, inputs, parameters=None, requested=()):
+    def __init__(self, inputs, parameters=None, requested=(), correlation_id=0, flags=0):
         self._inputs = [FakeTensor(name, np.asarray(array)) for name, array in inputs.items()]
         self._parameters = json.dumps(parameters or {})
         self._requested = list(requested)
+        self._correlation_id = correlation_id
+        self._flags = flags
+
+    def correlation_id(self):
+        return self._correlation_id
+
+    def flags(self):
+        return self._flags
 
     def inputs(self):
         return self._inputs
@@ -130,7 +138,12 @@ def proxy_module(monkeypatch):
     fake = fake_pb_utils()
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", fake)
     module = importlib.import_module("pytriton_like.proxy.model")
-    for relay_module in ("pytriton_like.proxy.batch", "pytriton_like.proxy.stream", "pytriton_like.proxy.model"):
+    for relay_module in (
+        "pytriton_like.proxy.batch",
+        "pytriton_like.proxy.stream",
+        "pytriton_like.proxy.model",
+        "pytriton_like.proxy.sequence",
+    ):
         monkeypatch.setattr(sys.modules[relay_module], "pb_utils", fake)
     return module
 
@@ -150,7 +163,7 @@ def spec(name, dtype=np.float32):
 class Relay:
     """Workers for ``calls`` bound on ipc sockets, the repository entry they announce, and proxies."""
 
-    def __init__(self, base, calls, shm_threshold=DEFAULT_SHM_THRESHOLD):
+    def __init__(self, base, calls, shm_threshold=DEFAULT_SHM_THRESHOLD, sequence=False):
         self.tag = f"it{os.getpid() % 1000}x{next(_tags)}"
         self.repository = base / "repository"
         # ipc paths must stay under ~100 characters: pytest's tmp_path can be longer.
@@ -161,12 +174,12 @@ class Relay:
         self.proxies = []
         self.threads = []
         try:
-            self._start(calls, shm_threshold)
+            self._start(calls, shm_threshold, sequence)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, calls, shm_threshold):
+    def _start(self, calls, shm_threshold, sequence):
         addresses = [f"ipc://{self.sockets}/{self.tag}-{index}" for index in range(len(calls))]
         for index, (call, address) in enumerate(zip(calls, addresses)):
             # No declared outputs and not strict: outputs pass as returned (checks are unit-tested).
@@ -184,7 +197,13 @@ class Relay:
             )
             self.threads += [t for t in threading.enumerate() if t.name == f"pytriton_like-{self.tag}-{index}-out"]
         config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
-        relay = {"owner_pid": os.getpid(), "tag": self.tag, "sockets": addresses, "handshake_timeout_s": 10}
+        relay = {
+            "owner_pid": os.getpid(),
+            "tag": self.tag,
+            "sockets": addresses,
+            "handshake_timeout_s": 10,
+            "sequence": sequence,
+        }
         self.model_dir = write_model_entry(self.repository, config, relay)
         assert len(self.threads) == len(calls)
 
@@ -730,3 +749,42 @@ def test_metrics_count_requests_failures_and_the_callables_time(relay, proxy_mod
     assert values[("pytriton_like_relay_duration_us", None)] > 0
     labels = {tuple(sorted(m.labels.items())) for fs in FakeMetricFamily.made.values() for f in fs for m in f.metrics}
     assert (("model", MODEL), ("version", "1")) in labels
+
+
+# -- sequence models -----------------------------------------------------------------------------
+
+
+def test_sequence_relay_carries_ids_and_flags_and_answers_null_requests_itself(relay, proxy_module):
+    seen = []
+
+    def running(requests):
+        seen.extend((r.sequence_id, r.sequence_start, r.sequence_end, r["x"].tolist()) for r in requests)
+        return [{"y": r["x"] + 1} for r in requests]
+
+    proxy = relay(running, sequence=True).proxy(proxy_module)
+    x = np.array([1.0], dtype=np.float32)
+    null = FakeInferenceRequest({"x": np.array([np.nan], dtype=np.float32)})  # what the direct strategy pads with
+    requests = [
+        null,
+        FakeInferenceRequest({"x": x}, correlation_id=7, flags=1),
+        null,
+        FakeInferenceRequest({"x": x * 2}, correlation_id="s", flags=2),
+    ]
+    responses = execute(proxy, *requests)
+    assert seen == [(7, True, False, [1.0]), ("s", False, True, [2.0])]
+    assert [outputs(response).get("y", np.array([])).tolist() for response in responses] == [[], [2.0], [], [3.0]]
+    # a batch of real requests only takes the plain path
+    execute(proxy, FakeInferenceRequest({"x": x}, correlation_id=8, flags=3))
+    assert seen[-1] == (8, True, True, [1.0])
+
+
+def test_plain_relay_ignores_correlation_ids(relay, proxy_module):
+    seen = []
+
+    def plain(requests):
+        seen.extend(r.sequence_id for r in requests)
+        return [{"y": r["x"]} for r in requests]
+
+    proxy = relay(plain).proxy(proxy_module)
+    execute(proxy, FakeInferenceRequest({"x": np.ones(1, np.float32)}, correlation_id=7, flags=1))
+    assert seen == [None]

@@ -1267,3 +1267,25 @@ def test_context_found_when_a_wrapper_drops_the_instance():
     model = Model()
     attach(model.infer, max_batch_size=3)
     assert model.infer([req(x=col(1))])[0]["y"][0, 0] == 3
+
+
+# --------------------------------------------------------------------------- sequence models
+
+
+def test_request_passing_decorators_keep_each_requests_sequence():
+    seen = []
+
+    @group_by_keys
+    @fill_optionals(bias=np.array([0], dtype=np.int64))
+    def running(requests):
+        seen.extend((r.sequence_id, r.sequence_start, r.sequence_end, sorted(r)) for r in requests)
+        return [{"y": r["x"]} for r in requests]
+
+    x = np.array([[1]], dtype=np.int64)
+    running([
+        Request({"x": x}, sequence_id=7, sequence_start=True),
+        Request({"x": x, "bias": x}, sequence_id="s", sequence_end=True),
+    ])
+    assert sorted(seen, key=str) == sorted(
+        [(7, True, False, ["bias", "x"]), ("s", False, True, ["bias", "x"])], key=str
+    )

@@ -28,6 +28,7 @@ NOT_IMPORTABLE = {
     "pytriton_like.proxy.model",
     "pytriton_like.proxy.batch",
     "pytriton_like.proxy.stream",
+    "pytriton_like.proxy.sequence",
 }
 
 
