@@ -41,3 +41,14 @@ def test_streaming_prints_each_word_as_it_arrives():
     assert "] story: Once upon a time a tiny model told a story about dragons, one word at a time.\n" in output
     assert "] 17 words streamed" in output
     assert "server stopped (exit code 0)" in output
+
+
+def test_model_repository_serves_a_hand_written_model_and_two_versions():
+    output = run_example(EXAMPLES / "run.py", "model_repository")
+    assert output.count("Square version default: y = [1.0, 4.0, 9.0]") == 2
+    assert output.count("Scale version 1: y = [2.0, 4.0, 6.0]") == 2
+    assert output.count("Scale version 2: y = [3.0, 6.0, 9.0]") == 2
+    assert output.count("Scale version default: y = [3.0, 6.0, 9.0]") == 2  # the highest version
+    for line in ("index: Scale version 1 READY", "index: Scale version 2 READY", "index: Square version 1 READY"):
+        assert output.count(line) == 2
+    assert "server stopped (exit code 0)" in output
