@@ -158,9 +158,8 @@ class AsyncioModelClient:
         """Every model the server knows, with its versions' states (see ``ModelClient.get_model_repository_index``)."""
         timeout_s = self._core.control_timeout_s()
         client = self._connections.get(_CONTROL)
-        response = await self._call(
-            "repository index request", timeout_s, client.get_model_repository_index(**self._core.control_kwargs(timeout_s))
-        )
+        call = client.get_model_repository_index(**self._core.control_kwargs(timeout_s))
+        response = await self._call("repository index request", timeout_s, call)
         return self._core.raw_index(response)
 
     async def is_model_ready(self) -> bool:
@@ -173,7 +172,8 @@ class AsyncioModelClient:
         """The model's configuration as a raw dict (see ``ModelClient.get_model_config``)."""
         timeout_s = self._core.control_timeout_s()
         client = self._connections.get(_CONTROL)
-        response = await self._call("config request", timeout_s, client.get_model_config(**self._core.model_call(timeout_s)))
+        call = client.get_model_config(**self._core.model_call(timeout_s))
+        response = await self._call("config request", timeout_s, call)
         return self._core.raw_model_config(response)
 
     async def get_inference_statistics(self) -> Dict[str, Any]:

@@ -27,7 +27,8 @@ def parse_config_file(model_dir: pathlib.Path) -> model_config_pb2.ModelConfig:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PyTritonModelConfigError(f"model {name!r}: cannot read {path}: {exc}", model_name=name, path=path) from None
+        message = f"model {name!r}: cannot read {path}: {exc}"
+        raise PyTritonModelConfigError(message, model_name=name, path=path) from None
     config = model_config_pb2.ModelConfig()
     try:
         text_format.Parse(text, config)

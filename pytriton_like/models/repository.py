@@ -1,4 +1,4 @@
-"""Write a bound model's entry in the model repository: config.pbtxt, and per version the proxy code and relay settings."""
+"""Write a bound model's entry in the model repository: config.pbtxt, and per version the proxy and relay settings."""
 
 import json
 import pathlib

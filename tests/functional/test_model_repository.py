@@ -98,7 +98,7 @@ def test_name_clashes_and_unknown_startup_models_are_refused_before_start(tmp_pa
             triton.bind("Mul", multiply(2), FLOAT_IN, FLOAT_OUT)
     config = TritonConfig(model_control_mode="explicit", load_model=["Nope"])
     with Triton(config=config, model_repository=tmp_path) as triton:
-        with pytest.raises(PyTritonValidationError, match=r"load_model names models that are not in .*: Nope \(it has: Mul\)"):
+        with pytest.raises(PyTritonValidationError, match=r"load_model names models that are not in .*: Nope \(it has"):
             triton.run()
     with pytest.raises(PyTritonValidationError, match="is not a folder"):
         Triton(model_repository=tmp_path / "missing")

@@ -39,8 +39,9 @@ def test_an_unknown_field_is_named_with_its_line_and_column(tmp_path):
 
 
 def test_a_bad_enum_value_is_named(tmp_path):
+    broken = GOOD.replace("TYPE_FP32 dims: [ -1 ] } ]\noutput", "TYPE_FP3 dims: [ -1 ] } ]\noutput")
     with pytest.raises(PyTritonModelConfigError, match=r"line 4, column \d+: .*TYPE_FP3\b"):
-        parse_config_file(model_dir(tmp_path, GOOD.replace("TYPE_FP32 dims: [ -1 ] } ]\noutput", "TYPE_FP3 dims: [ -1 ] } ]\noutput")))
+        parse_config_file(model_dir(tmp_path, broken))
 
 
 def test_a_missing_config_is_an_error(tmp_path):

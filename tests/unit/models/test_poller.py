@@ -32,7 +32,8 @@ class Recorder:
 
 def poller(root, recorder, known=None):
     repository = ModelRepository(root)
-    return RepositoryPoller(repository, 60, recorder.load, recorder.unload, repository.snapshot() if known is None else known)
+    known = repository.snapshot() if known is None else known
+    return RepositoryPoller(repository, 60, recorder.load, recorder.unload, known)
 
 
 def test_new_changed_and_removed_models(tmp_path):
