@@ -50,7 +50,21 @@ class PyTritonBadParameterError(PyTritonError):
 
 
 class PyTritonModelConfigError(PyTritonError):
-    """A model configuration cannot be rendered, parsed or loaded."""
+    """A model configuration cannot be rendered, parsed or loaded.
+
+    Attributes:
+        model_name: the model, when known.
+        path: its config.pbtxt, when the error is in that file.
+        line: the line of the error in that file (1-based), when known.
+        column: the column of the error (1-based), when known.
+    """
+
+    def __init__(self, message: str, *, model_name=None, path=None, line=None, column=None):
+        super().__init__(message)
+        self.model_name = model_name
+        self.path = path
+        self.line = line
+        self.column = column
 
 
 class PyTritonServerError(PyTritonError):

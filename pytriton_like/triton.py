@@ -13,6 +13,7 @@ Example:
 """
 
 import atexit
+import dataclasses
 import enum
 import itertools
 import logging
@@ -22,7 +23,7 @@ import signal
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .exceptions import (
     PyTritonInvalidOperationError,
@@ -33,9 +34,12 @@ from .model_config import ModelConfig, Tensor
 from .model_config.generator import validate_config
 from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
 from .models.model import Model
+from .models.poller import RepositoryPoller
+from .models.registry import BoundModels
+from .models.user_repository import ModelRepository
 from .proxy.shm import SHM_DIR, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
-from .server.config import TritonConfig, server_argv
+from .server.config import DEFAULT_POLL_SECS, TritonConfig, server_argv
 from .server.control import ControlError, ServerControl
 from .server.process import ServerProcess, check_ports_free, wait_for_exits
 from .server.workspace import Workspace
@@ -77,14 +81,31 @@ class Triton:
             environment variables, then Triton's defaults.
         workspace: folder for the model repository, sockets and log; a temporary folder
             (removed at stop) when ``None``.
+        model_repository: a folder of hand-written models to serve next to the bound ones, loaded
+            as ``config.model_control_mode`` says (see docs/model_management.md); given here, it
+            wins over ``config.model_repository``.
+
+    Raises:
+        PyTritonValidationError: the model repository is not a folder.
     """
 
-    def __init__(self, *, config: Optional[TritonConfig] = None, workspace: Union[str, pathlib.Path, None] = None):
+    def __init__(
+        self,
+        *,
+        config: Optional[TritonConfig] = None,
+        workspace: Union[str, pathlib.Path, None] = None,
+        model_repository: Union[str, pathlib.Path, None] = None,
+    ):
         self._config = (config or TritonConfig()).with_env()
+        if model_repository is not None:
+            self._config = dataclasses.replace(self._config, model_repository=pathlib.Path(model_repository))
+        repository = self._config.model_repository
+        self._repository = ModelRepository(repository) if repository is not None else None
+        self._poller: Optional[RepositoryPoller] = None
         self._workspace_path = workspace
         self._id = next(_instance_ids)
         self._tags = itertools.count(1)
-        self._models: Dict[str, Model] = {}
+        self._models = BoundModels()
         self._state = _State.NEW
         self._changed = threading.Condition(threading.RLock())
         self._stop_requested = threading.Event()
@@ -122,13 +143,17 @@ class Triton:
                 Triton spreads concurrent batches over them.
             inputs: specs of the inputs, in the order clients pass them positionally.
             outputs: specs of the outputs.
-            model_version: version number of the model.
+            model_version: version number of the model. Binding a name again with another version
+                serves both (same inputs, outputs, config and number of callables); a client that
+                names no version gets the highest one that is ready.
             config: scheduling options (batching, dynamic batcher, ...).
             strict: check the callable's outputs against ``outputs`` (names, dtypes).
 
         Raises:
-            PyTritonValidationError: a bad name, tensor spec or callable.
-            PyTritonInvalidOperationError: the model name is bound already, or the server stopped.
+            PyTritonValidationError: a bad name, tensor spec or callable, or a version whose
+                configuration differs from the versions bound already.
+            PyTritonInvalidOperationError: this name and version are bound already, the name is a
+                model of the model repository, or the server stopped.
             PyTritonServerError: bound after ``run()`` and the server failed to load it.
         """
         funcs = list(infer_func) if isinstance(infer_func, (list, tuple)) else [infer_func]
@@ -165,10 +190,13 @@ class Triton:
         with self._changed:
             if self._state in (_State.STOPPING, _State.STOPPED):
                 raise PyTritonInvalidOperationError(f"cannot bind model {model_name!r}: this Triton is stopped")
-            if model_name in self._models:
-                raise PyTritonInvalidOperationError(f"a model named {model_name!r} is bound already")
+            if self._repository is not None and model_name in self._repository:
+                raise PyTritonInvalidOperationError(
+                    f"cannot bind model {model_name!r}: the model repository {self._repository.path} has a model"
+                    " of that name; Triton needs unique names"
+                )
             model = Model(model_config, funcs, strict=strict, tag=f"t{self._id}m{next(self._tags)}")
-            self._models[model_name] = model
+            self._models.add(model)
             if self._state is _State.RUNNING:
                 self._load(model)
 
@@ -177,21 +205,31 @@ class Triton:
         model.setup(workspace.model_repository, workspace.sockets, self._on_unrecoverable, self._config.shm_limit_bytes)
 
     def _load(self, model: Model) -> None:
-        """Start a model's workers and have the running server load it."""
+        """Start a model version's workers and have the running server (re)load its model.
+
+        Triton reloads the model's other versions too; their workers take their new stubs.
+        """
         try:
+            control = self._require_control(f"bind model {model.name!r} after run()")
             self._setup(model)
-            self._control.load(model.name, _LOAD_TIMEOUT_S)
+            self._models.write_config(self._workspace.model_repository, model.name)
+            control.load(model.name, _LOAD_TIMEOUT_S)
         except ControlError as exc:
-            self._models.pop(model.name, None)
-            model.teardown(self._workspace.model_repository)
+            self._forget(model)
             raise PyTritonServerError(
-                f"tritonserver failed to load model {model.name!r}: {exc}", log_tail=self._server.log_tail()
+                f"tritonserver failed to load model {model.name!r} version {model.version}: {exc}",
+                log_tail=self._server.log_tail(),
             ) from None
         except BaseException:
-            self._models.pop(model.name, None)
-            model.teardown(self._workspace.model_repository)
+            self._forget(model)
             raise
-        logger.info("model %s loaded", model.name)
+        logger.info("model %s version %s loaded", model.name, model.version)
+
+    def _forget(self, model: Model) -> None:
+        """Undo the binding of a model version that failed to load."""
+        self._models.remove(model)
+        model.teardown(self._workspace.model_repository)
+        self._models.write_config(self._workspace.model_repository, model.name)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -216,28 +254,29 @@ class Triton:
             _live.add(self)
 
     def _start(self) -> None:
+        repository_models = self._startup_repository_models()
+        known = self._repository.snapshot() if self._repository is not None else {}
         unlink_orphaned_segments()
         bundle = find_bundle()
         config = self._config
         check_ports_free(config.ports, _bind_address(config))
         self._workspace = Workspace(bundle, self._workspace_path)
-        for model in self._models.values():
+        for model in self._models:
             self._setup(model)
+        for name in self._models.names():
+            self._models.write_config(self._workspace.model_repository, name)
         repositories = [self._workspace.model_repository]
-        if config.model_repository is not None:
-            repositories.append(pathlib.Path(config.model_repository))
+        if self._repository is not None:
+            repositories.append(self._repository.path)
         argv = server_argv(
             config,
             binary=bundle.binary,
             model_repositories=repositories,
             backend_directory=self._workspace.backends,
             cache_directory=bundle.caches,
-            startup_models=list(self._models),
+            startup_models=self._models.names() + repository_models,
         )
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(
-            [*bundle.library_path(), *filter(None, env.get("LD_LIBRARY_PATH", "").split(os.pathsep))]
-        )
+        env = bundle.server_environment(os.environ)
         log_file = pathlib.Path(config.log_file) if config.log_file else self._workspace.log_file
         logger.debug("starting %s", " ".join(argv))
         self._server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
@@ -245,12 +284,47 @@ class Triton:
         self._server.start(_START_TIMEOUT_S)
         if config.allow_http is not False:
             self._control = ServerControl(_connect_host(config.http_address), config.ports["HTTP"])
-            for model in self._models.values():
-                if not self._control.model_ready(model.name, model.config.model_version):
+            expected = [(model.name, model.version) for model in self._models]
+            for name, version in expected + [(name, None) for name in repository_models]:
+                if not self._control.model_ready(name, version):
                     raise PyTritonServerError(
-                        f"model {model.name!r} is not ready after start", log_tail=self._server.log_tail()
+                        f"model {name!r} is not ready after start", log_tail=self._server.log_tail()
                     )
+        if config.model_control_mode == "poll":
+            self._poller = RepositoryPoller(
+                self._repository,
+                config.repository_poll_secs or DEFAULT_POLL_SECS,
+                load=self._load_polled,
+                unload=self._unload_polled,
+                known=known,
+            )
+            self._poller.start()
         logger.info("Triton ready: %s", ", ".join(f"{k} on port {v}" for k, v in config.ports.items()))
+
+    def _startup_repository_models(self) -> List[str]:
+        """The models of the user's repository to load at start, checked (names, config.pbtxt)."""
+        if self._repository is None:
+            return []
+        names = self._repository.names()
+        clashes = [name for name in self._models.names() if name in names]
+        if clashes:
+            raise PyTritonInvalidOperationError(
+                f"the model repository {self._repository.path} has models named like bound ones: "
+                f"{', '.join(clashes)}; Triton needs unique names"
+            )
+        if self._config.model_control_mode != "explicit":
+            startup = names
+        else:
+            startup = list(self._config.load_model or ())
+            missing = [name for name in startup if name not in names]
+            if missing:
+                raise PyTritonValidationError(
+                    f"TritonConfig.load_model names models that are not in {self._repository.path}: "
+                    f"{', '.join(missing)} (it has: {', '.join(names) or 'none'})"
+                )
+        for name in startup:
+            self._repository.check(name)
+        return startup
 
     def serve(self) -> None:
         """Run the server and block until SIGINT or SIGTERM (or :meth:`stop`), then stop it.
@@ -309,6 +383,97 @@ class Triton:
         """Whether the server runs and serves."""
         return self._state is _State.RUNNING and self._server is not None and self._server.returncode is None
 
+    # -- model management (see docs/model_management.md) -------------------------------------
+    # Answers are Triton's JSON documents, as its HTTP endpoint and ModelClient return them.
+
+    def load_model(self, model_name: str) -> None:
+        """Load (or reload) a model: one of the model repository, or a bound one that was unloaded.
+
+        A model of the repository has its config.pbtxt checked first.
+
+        Raises:
+            PyTritonModelConfigError: the model's config.pbtxt is missing or broken (the message
+                names the model, the file and the line).
+            PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
+            PyTritonServerError: the server failed to load the model (with the end of its log).
+        """
+        control = self._require_control(f"load model {model_name!r}")
+        with self._changed:
+            if self._repository is not None and model_name not in self._models and model_name in self._repository:
+                self._repository.check(model_name)
+            try:
+                control.load(model_name, _LOAD_TIMEOUT_S)
+            except ControlError as exc:
+                raise PyTritonServerError(
+                    f"tritonserver failed to load model {model_name!r}: {exc}", log_tail=self._server.log_tail()
+                ) from None
+        logger.info("model %s loaded", model_name)
+
+    def unload_model(self, model_name: str) -> None:
+        """Unload a model (every version); returns once Triton has unloaded it.
+
+        A bound model keeps its workers while unloaded and can be loaded again.
+
+        Raises:
+            PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
+            PyTritonServerError: the server refused.
+        """
+        control = self._require_control(f"unload model {model_name!r}")
+        with self._changed:
+            self._control_call(f"unload model {model_name!r}", control.unload, model_name, _LOAD_TIMEOUT_S)
+            self._control_call(f"unload model {model_name!r}", control.wait_unloaded, model_name, _LOAD_TIMEOUT_S)
+        logger.info("model %s unloaded", model_name)
+
+    def get_model_repository_index(self) -> List[Dict[str, Any]]:
+        """Every model of the bound and the user's repository: ``name``, and once loaded (or
+        unloaded) ``version``, ``state`` (``READY``, ``UNAVAILABLE``, ``LOADING``...) and ``reason``.
+        """
+        control = self._require_control("read the repository index")
+        return self._control_call("read the repository index", control.repository_index)
+
+    def is_model_ready(self, model_name: str, version: Optional[int] = None) -> bool:
+        """Whether the model (``version``; by default its highest ready one) is ready for requests."""
+        return self._require_control("check model readiness").model_ready(model_name, version)
+
+    def get_model_config(self, model_name: str, version: Optional[int] = None) -> Dict[str, Any]:
+        """The configuration of a loaded model as Triton holds it (JSON, as ``config.pbtxt`` fields).
+
+        Raises:
+            PyTritonServerError: the model is not loaded.
+        """
+        control = self._require_control("read a model config")
+        return self._control_call(f"read the config of model {model_name!r}", control.model_config, model_name, version)
+
+    def get_inference_statistics(self, model_name: Optional[str] = None) -> Dict[str, Any]:
+        """Triton's inference statistics: ``{"model_stats": [...]}`` for one model (all its versions) or all."""
+        control = self._require_control("read inference statistics")
+        return self._control_call("read inference statistics", control.statistics, model_name)
+
+    def _require_control(self, operation: str) -> ServerControl:
+        if self._state is not _State.RUNNING:
+            raise PyTritonInvalidOperationError(f"cannot {operation}: this Triton is not running; call run() first")
+        if self._control is None:
+            raise PyTritonInvalidOperationError(
+                f"cannot {operation}: model control goes through the HTTP endpoint, which allow_http=False disabled"
+            )
+        return self._control
+
+    @staticmethod
+    def _control_call(operation: str, call: Callable, *args) -> Any:
+        try:
+            return call(*args)
+        except ControlError as exc:
+            raise PyTritonServerError(f"tritonserver failed to {operation}: {exc}") from None
+
+    def _load_polled(self, model_name: str) -> None:
+        if model_name in self._models:
+            raise PyTritonInvalidOperationError(f"a bound model has the name {model_name!r}; Triton needs unique names")
+        self.load_model(model_name)
+
+    def _unload_polled(self, model_name: str) -> None:
+        if model_name not in self._models:
+            self.unload_model(model_name)
+
     def stop(self) -> bool:
         """Stop the server, its workers, and remove the workspace; safe to call many times.
 
@@ -329,9 +494,11 @@ class Triton:
         return was_running
 
     def _shutdown(self) -> None:
+        if self._poller is not None:
+            self._poller.stop()
         if self._server is not None:
             exit_timeout = self._config.exit_timeout_secs or _DEFAULT_EXIT_TIMEOUT_S
-            stubs = [stub for model in self._models.values() for stub in model.stubs()]
+            stubs = [stub for model in self._models for stub in model.stubs()]
             # Unload first: Triton's own stop waits out its exit timeout while any HTTP client
             # keeps a connection open, and then exits without finalising the stubs. Unloading
             # lets in-flight requests finish (for up to the exit timeout) and the stubs finalise;
@@ -342,20 +509,26 @@ class Triton:
                 self._server.stop(timeout_s=exit_timeout + 5)
             _remove_regions(stub["region"] for stub in stubs)
         if self._workspace is not None:
-            for model in self._models.values():
+            for model in self._models:
                 model.teardown(self._workspace.model_repository)
             self._workspace.close()
         unlink_segments(os.getpid(), f"t{self._id}m")
         logger.info("Triton stopped")
 
     def _unload_models(self, stubs, timeout_s: float) -> bool:
-        """Unload every bound model and wait (up to ``timeout_s``) for its stubs to exit.
+        """Unload every model (bound or not) and wait (up to ``timeout_s``) for the bound ones' stubs to exit.
 
         Returns False if the server could not be asked (no HTTP endpoint, or already gone).
         """
         if self._control is None or self._server.returncode is not None:
             return False
-        for name in self._models:
+        names = self._models.names()
+        try:
+            loaded = [entry["name"] for entry in self._control.repository_index() if entry.get("state")]
+        except ControlError as exc:
+            logger.warning("reading the repository index: %s", exc)
+            loaded = []
+        for name in names + sorted(set(loaded) - set(names)):
             try:
                 self._control.unload(name, timeout_s)
             except ControlError as exc:
@@ -377,7 +550,7 @@ class Triton:
             if now >= deadline:
                 logger.warning("a model did not unload within %.0f s (a callable still running?)", timeout_s)
                 return
-            if any(model.busy() for model in self._models.values()):
+            if any(model.busy() for model in self._models):
                 idle_since = None
             elif idle_since is None:
                 idle_since = now

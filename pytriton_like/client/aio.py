@@ -7,7 +7,7 @@ event loop (aiohttp sessions belong to a loop), and the client must then stay in
 
 import asyncio
 import logging
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Awaitable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tritonclient.grpc.aio
@@ -146,6 +146,45 @@ class AsyncioModelClient:
         self._core.check_open()
         await self._wait(self._core.waiter(timeout_s), check_model=False)
 
+    async def load_model(self, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None) -> None:
+        """Asks the server to load (or reload) the model (see ``ModelClient.load_model``)."""
+        await self._repository_call("load", "load_model", config=config, files=files)
+
+    async def unload_model(self) -> None:
+        """Asks the server to unload the model (see ``ModelClient.unload_model``)."""
+        await self._repository_call("unload", "unload_model")
+
+    async def get_model_repository_index(self) -> List[Dict[str, Any]]:
+        """Every model the server knows, with its versions' states (see ``ModelClient.get_model_repository_index``)."""
+        timeout_s = self._core.control_timeout_s()
+        client = self._connections.get(_CONTROL)
+        call = client.get_model_repository_index(**self._core.control_kwargs(timeout_s))
+        response = await self._call("repository index request", timeout_s, call)
+        return self._core.raw_index(response)
+
+    async def is_model_ready(self) -> bool:
+        """Whether the model (version) is ready now (see ``ModelClient.is_model_ready``)."""
+        timeout_s = self._core.control_timeout_s()
+        client = self._connections.get(_CONTROL)
+        return await self._call("readiness check", timeout_s, client.is_model_ready(**self._core.model_call(timeout_s)))
+
+    async def get_model_config(self) -> Dict[str, Any]:
+        """The model's configuration as a raw dict (see ``ModelClient.get_model_config``)."""
+        timeout_s = self._core.control_timeout_s()
+        client = self._connections.get(_CONTROL)
+        call = client.get_model_config(**self._core.model_call(timeout_s))
+        response = await self._call("config request", timeout_s, call)
+        return self._core.raw_model_config(response)
+
+    async def get_inference_statistics(self) -> Dict[str, Any]:
+        """Triton's inference statistics of the model (see ``ModelClient.get_inference_statistics``)."""
+        timeout_s = self._core.control_timeout_s()
+        client = self._connections.get(_CONTROL)
+        response = await self._call(
+            "statistics request", timeout_s, client.get_inference_statistics(**self._core.model_call(timeout_s))
+        )
+        return self._core.raw_statistics(response)
+
     async def infer_sample(
         self,
         *inputs: np.ndarray,
@@ -223,6 +262,20 @@ class AsyncioModelClient:
     async def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
         request, result = await self.send(call)
         return self._core.finish(result, request)
+
+    async def _call(self, operation: str, timeout_s: float, call: Awaitable[Any]) -> Any:
+        # wait_for bounds HTTP calls too: tritonclient.http.aio has one timeout per client, not per call
+        with self._core.errors(operation, timeout_s):
+            return await asyncio.wait_for(call, timeout_s)
+
+    async def _repository_call(self, operation: str, method: str, **kwargs: Any) -> None:
+        timeout_s = self._core.inference_timeout_s
+        client = self._connections.get(_INFERENCE)  # loading takes long; the control client's timeout is short
+        call = getattr(client, method)(self._core.model_name, **kwargs, **self._core.control_kwargs(timeout_s))
+        await self._call(operation, timeout_s, call)
+        # the configuration may have changed with the load
+        self._ready = False
+        self._core.forget_model_config()
 
     async def _ensure_ready(self) -> None:
         if self._ready:

@@ -10,7 +10,7 @@ import contextlib
 import itertools
 import logging
 import threading
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from .inference import (
     verify_parameters,
     verify_sequence,
 )
+from .management import index_entries, message_to_dict
 from .readiness import ReadinessWaiter
 from .url import Protocol, TritonUrl
 
@@ -380,6 +381,27 @@ class ClientCore:
         if self.protocol is Protocol.GRPC:
             kwargs["as_json"] = True
         return kwargs
+
+    # -- model management: tritonclient's arguments and its answers in HTTP's JSON shape ----------
+
+    def model_call(self, timeout_s: float) -> Dict[str, Any]:
+        """Arguments of tritonclient's ``is_model_ready``, ``get_model_config`` and
+        ``get_inference_statistics`` for this client's model and version (gRPC answers as protobuf)."""
+        kwargs: Dict[str, Any] = {"model_name": self.model_name, "model_version": self.model_version or ""}
+        kwargs.update(self.control_kwargs(timeout_s))
+        return kwargs
+
+    def raw_model_config(self, response: Any) -> Dict[str, Any]:
+        """The model config dict from ``get_model_config`` (``model_call`` arguments), as HTTP sends it."""
+        return response if self.protocol is Protocol.HTTP else message_to_dict(response.config)
+
+    def raw_statistics(self, response: Any) -> Dict[str, Any]:
+        """``{"model_stats": [...]}`` from ``get_inference_statistics`` (``model_call`` arguments)."""
+        return response if self.protocol is Protocol.HTTP else message_to_dict(response)
+
+    def raw_index(self, response: Any) -> List[Dict[str, Any]]:
+        """The entries from ``get_model_repository_index`` (``control_kwargs`` arguments)."""
+        return index_entries(response)
 
     def set_model_config_response(self, response: Mapping[str, Any]) -> TritonModelConfig:
         """Keeps the model config from tritonclient's ``get_model_config`` response (HTTP or gRPC JSON)."""

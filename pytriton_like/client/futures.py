@@ -9,7 +9,7 @@ import concurrent.futures
 import logging
 import os
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -105,6 +105,32 @@ class FuturesModelClient:
     def model_config(self) -> "concurrent.futures.Future[Any]":
         """A future of the model's :class:`TritonModelConfig` (waits ``init_timeout_s`` for the model)."""
         return self._submit(lambda: self._client.model_config)
+
+    def load_model(
+        self, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None
+    ) -> "concurrent.futures.Future[None]":
+        """A future of ``ModelClient.load_model(...)``: the server loads (or reloads) the model."""
+        return self._submit(self._client.load_model, config=config, files=files)
+
+    def unload_model(self) -> "concurrent.futures.Future[None]":
+        """A future of ``ModelClient.unload_model()``: the server unloads the model."""
+        return self._submit(self._client.unload_model)
+
+    def get_model_repository_index(self) -> "concurrent.futures.Future[List[Dict[str, Any]]]":
+        """A future of ``ModelClient.get_model_repository_index()``: every model with its versions' states."""
+        return self._submit(self._client.get_model_repository_index)
+
+    def is_model_ready(self) -> "concurrent.futures.Future[bool]":
+        """A future of ``ModelClient.is_model_ready()``."""
+        return self._submit(self._client.is_model_ready)
+
+    def get_model_config(self) -> "concurrent.futures.Future[Dict[str, Any]]":
+        """A future of ``ModelClient.get_model_config()``: the model's configuration as a raw dict."""
+        return self._submit(self._client.get_model_config)
+
+    def get_inference_statistics(self) -> "concurrent.futures.Future[Dict[str, Any]]":
+        """A future of ``ModelClient.get_inference_statistics()``."""
+        return self._submit(self._client.get_inference_statistics)
 
     def infer_sample(
         self,

@@ -269,6 +269,65 @@ class ModelClient:
         """
         self._repository_call("unload", "unload_model")
 
+    def get_model_repository_index(self) -> List[Dict[str, Any]]:
+        """Every model the server knows (all its repositories), loaded or not.
+
+        Returns:
+            One dict per model version, as Triton's HTTP endpoint writes them (on both protocols):
+            ``name``, and for a model loaded (or unloaded) once ``version``, ``state``
+            (``READY``, ``UNAVAILABLE``, ``LOADING``, ``UNLOADING``) and ``reason`` when there is one.
+
+        Raises:
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+            PyTritonClientTimeoutError: no answer within the client's timeouts.
+        """
+        timeout_s = self._core.control_timeout_s()
+        with self._core.errors("repository index request", timeout_s):
+            response = self._control().get_model_repository_index(**self._core.control_kwargs(timeout_s))
+        return self._core.raw_index(response)
+
+    def is_model_ready(self) -> bool:
+        """Whether the model (``model_version``; by default its highest ready one) is ready now; does not wait.
+
+        Raises:
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+            PyTritonClientTimeoutError: no answer within the client's timeouts.
+        """
+        timeout_s = self._core.control_timeout_s()
+        with self._core.errors("readiness check", timeout_s):
+            return self._control().is_model_ready(**self._core.model_call(timeout_s))
+
+    def get_model_config(self) -> Dict[str, Any]:
+        """The model's configuration as Triton holds it: the JSON form of its config.pbtxt, all fields.
+
+        Unlike :attr:`model_config` (the parsed config this client works with), a raw dict read now.
+
+        Raises:
+            PyTritonClientModelUnavailableError: the model is not loaded, or the server cannot be reached.
+            PyTritonClientTimeoutError: no answer within the client's timeouts.
+        """
+        timeout_s = self._core.control_timeout_s()
+        with self._core.errors("config request", timeout_s):
+            response = self._control().get_model_config(**self._core.model_call(timeout_s))
+        return self._core.raw_model_config(response)
+
+    def get_inference_statistics(self) -> Dict[str, Any]:
+        """Triton's inference statistics of the model (``model_version``, or every version).
+
+        Returns:
+            ``{"model_stats": [...]}`` as Triton's HTTP endpoint writes it: per version the request
+            count, ``inference_stats`` (success, fail, queue, compute... counts and nanoseconds),
+            ``batch_stats``...
+
+        Raises:
+            PyTritonClientModelUnavailableError: the model is not loaded, or the server cannot be reached.
+            PyTritonClientTimeoutError: no answer within the client's timeouts.
+        """
+        timeout_s = self._core.control_timeout_s()
+        with self._core.errors("statistics request", timeout_s):
+            response = self._control().get_inference_statistics(**self._core.model_call(timeout_s))
+        return self._core.raw_statistics(response)
+
     def infer_sample(
         self,
         *inputs: np.ndarray,
@@ -379,6 +438,9 @@ class ModelClient:
     def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
         request, result = self.send(call)
         return self._core.finish(result, request)
+
+    def _control(self) -> Any:
+        return self._connections.get(_CONTROL)
 
     def _repository_call(self, operation: str, method: str, **kwargs: Any) -> None:
         self._core.check_open()

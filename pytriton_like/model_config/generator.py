@@ -10,7 +10,7 @@ from ..exceptions import PyTritonValidationError
 from .common import DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy
 from .triton_model_config import TensorSpec, TritonModelConfig
 
-__all__ = ["render_config", "validate_config", "dtype_to_triton", "triton_to_dtype"]
+__all__ = ["render_config", "render_version_policy", "validate_config", "dtype_to_triton", "triton_to_dtype"]
 
 _NUMPY_TO_TRITON = {
     np.bool_: "BOOL",
@@ -170,6 +170,14 @@ def render_config(config: TritonModelConfig) -> str:
     for key, value in sorted(config.backend_parameters.items()):
         lines += [f"parameters {{ key: {_quote(key)} value {{ string_value: {_quote(str(value))} }} }}"]
     return "\n".join(lines) + "\n"
+
+
+def render_version_policy(versions: Iterable[int]) -> str:
+    """The config.pbtxt ``version_policy`` that serves exactly ``versions`` (all bound versions)."""
+    numbers = sorted(set(versions))
+    if not numbers or any(number < 1 for number in numbers):
+        raise PyTritonValidationError(f"a version policy needs version numbers of 1 or more, got {numbers}")
+    return f"version_policy: {{ specific: {{ versions: [ {', '.join(map(str, numbers))} ] }} }}\n"
 
 
 def _quote(text: str) -> str:

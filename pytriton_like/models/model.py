@@ -10,7 +10,7 @@ from ..model_config.triton_model_config import TritonModelConfig
 from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
 from ..worker.strategy import Worker, start_worker
-from .repository import remove_model_entry, write_model_entry
+from .repository import remove_version_entry, write_version_entry
 
 __all__ = ["Model"]
 
@@ -21,7 +21,7 @@ _HANDSHAKE_TIMEOUT_S = 60
 
 
 class Model:
-    """One bound model: ``len(infer_funcs)`` instances, each relayed to its own worker.
+    """One bound model version: ``len(infer_funcs)`` instances, each relayed to its own worker.
 
     Args:
         tag: short unique name of this binding, used for socket and shared-memory names.
@@ -46,7 +46,9 @@ class Model:
         on_unrecoverable: Callable,
         shm_limit: Optional[int] = None,
     ) -> None:
-        """Start the workers (their sockets bound) and write the repository entry.
+        """Start the workers (their sockets bound) and write the version's folder in the repository.
+
+        The model's config.pbtxt, shared by its versions, is written by :class:`BoundModels`.
 
         Args:
             shm_limit: the largest shared-memory arena of the relay, per instance and direction.
@@ -77,19 +79,23 @@ class Model:
             "shm_limit_bytes": shm_limit,
             "handshake_timeout_s": _HANDSHAKE_TIMEOUT_S,
         }
-        write_model_entry(repository, self.config, relay)
+        write_version_entry(repository, self.config, relay)
 
     def stubs(self) -> List[Dict]:
         """What each connected stub said of itself: its ``pid`` and Triton's shm ``region``."""
         return list(self._handler.stubs.values()) if self._handler else []
+
+    @property
+    def version(self) -> int:
+        return self.config.model_version
 
     def busy(self) -> bool:
         """Whether any of its workers is handling a batch."""
         return any(worker.busy for worker in self._workers)
 
     def teardown(self, repository: pathlib.Path) -> None:
-        """Stop the workers and remove the repository entry; the server must have unloaded the model."""
+        """Stop the workers and remove the version's folder; the server must have unloaded the model."""
         for worker in self._workers:
             worker.close()
         self._workers = []
-        remove_model_entry(repository, self.name)
+        remove_version_entry(repository, self.name, self.version)

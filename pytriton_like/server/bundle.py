@@ -4,11 +4,12 @@ Only files are used from that wheel; its ``pytriton`` Python package is never im
 """
 
 import dataclasses
+import os
 import pathlib
 import sys
 import sysconfig
 from importlib import metadata
-from typing import List
+from typing import Dict, List, Mapping
 
 from ..exceptions import PyTritonServerError
 
@@ -34,6 +35,24 @@ class TritonBundle:
         interpreter's (e.g. the distribution's) and the stub fails to start.
         """
         return [sysconfig.get_config_var("LIBDIR") or "", str(self.libraries)]
+
+    def server_environment(self, environ: Mapping[str, str]) -> Dict[str, str]:
+        """``environ`` for tritonserver and its stubs: the library path above, and this interpreter first on PATH.
+
+        The stub's embedded Python takes its ``sys.prefix`` from the first ``python3`` on PATH
+        (it ignores PYTHONPATH). With this interpreter's folder first, a virtualenv's
+        ``pyvenv.cfg`` is found and the stub imports the user's packages (numpy above all)
+        instead of the base interpreter's: hand-written models need that, bound models also
+        put the user's ``sys.path`` first themselves.
+        """
+        env = dict(environ)
+        env["LD_LIBRARY_PATH"] = _prepend(self.library_path(), env.get("LD_LIBRARY_PATH", ""))
+        env["PATH"] = _prepend([os.path.dirname(sys.executable)], env.get("PATH", ""))
+        return env
+
+
+def _prepend(first: List[str], path: str) -> str:
+    return os.pathsep.join([*first, *filter(None, path.split(os.pathsep))])
 
 
 def find_bundle() -> TritonBundle:

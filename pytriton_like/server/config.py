@@ -50,6 +50,14 @@ class TritonConfig:
         shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
             uses per model instance and direction; a request or response needing more fails with
             an error naming the size (default: no limit but what /dev/shm holds).
+        model_control_mode: how the models of ``model_repository`` are loaded: ``"none"`` (the
+            default: all at start), ``"explicit"`` (those in ``load_model`` at start, the others on
+            request) or ``"poll"`` (all at start, then the folder is watched). pytriton_like runs
+            these over the repository itself; tritonserver always runs in explicit mode (see
+            docs/model_management.md).
+        repository_poll_secs: in ``"poll"`` mode, seconds between two scans of the repository
+            (default 15).
+        load_model: in ``"explicit"`` mode, the repository models loaded at start.
     """
 
     id: Optional[str] = None
@@ -92,6 +100,9 @@ class TritonConfig:
     cache_directory: Optional[pathlib.Path] = None
     buffer_manager_thread_count: Optional[int] = None
     shm_limit_bytes: Optional[int] = None
+    model_control_mode: Optional[str] = None
+    repository_poll_secs: Optional[float] = None
+    load_model: Optional[List[str]] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -100,6 +111,7 @@ class TritonConfig:
             port = getattr(self, field)
             if port is not None and not 0 < port < 65536:
                 raise PyTritonValidationError(f"TritonConfig: {field} must be within 1..65535, got {port}")
+        _check_control_mode(self)
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
@@ -126,6 +138,27 @@ class TritonConfig:
         if self.allow_metrics is not False:
             ports["metrics"] = self.metrics_port or DEFAULT_METRICS_PORT
         return ports
+
+
+CONTROL_MODES = ("none", "explicit", "poll")
+DEFAULT_POLL_SECS = 15.0
+
+
+def _check_control_mode(config: TritonConfig) -> None:
+    mode = config.model_control_mode
+    if mode is not None and mode not in CONTROL_MODES:
+        raise PyTritonValidationError(
+            f"TritonConfig: model_control_mode must be one of {', '.join(CONTROL_MODES)}, got {mode!r}"
+        )
+    if config.repository_poll_secs is not None and not config.repository_poll_secs > 0:
+        raise PyTritonValidationError(
+            f"TritonConfig: repository_poll_secs must be > 0, got {config.repository_poll_secs}"
+        )
+    if config.load_model and mode != "explicit":
+        # As tritonserver's own --load-model: in the other modes every model loads at start.
+        raise PyTritonValidationError(
+            f"TritonConfig: load_model needs model_control_mode='explicit', got {mode or 'none'!r}"
+        )
 
 
 _LIST_ITEM = re.compile(r"^(.+)_(\d+)$")
@@ -173,7 +206,16 @@ def _convert(variable: str, kind: Any, text: str) -> Any:
 
 
 # Fields that are not passed through as --field-name=value.
-_NOT_FLAGS = {"model_repository", "log_file", "cache_directory", "shm_limit_bytes"}
+_NOT_FLAGS = {
+    "model_repository",
+    "log_file",
+    "cache_directory",
+    "shm_limit_bytes",
+    # pytriton_like runs the control modes over the user's repository; the server stays explicit.
+    "model_control_mode",
+    "repository_poll_secs",
+    "load_model",
+}
 
 
 def server_argv(

@@ -81,4 +81,14 @@ def test_stateful_running_sums_over_http_and_grpc():
     assert output.count("] step 5: alice=15 42=150 bob=500\n") == 2
     # each sequence stays on one instance
     assert output.count("was served by instance(s) [0]\n") + output.count("was served by instance(s) [1]\n") == 6
+
+
+def test_model_repository_serves_a_hand_written_model_and_two_versions():
+    output = run_example(EXAMPLES / "run.py", "model_repository")
+    assert output.count("Square version default: y = [1.0, 4.0, 9.0]") == 2
+    assert output.count("Scale version 1: y = [2.0, 4.0, 6.0]") == 2
+    assert output.count("Scale version 2: y = [3.0, 6.0, 9.0]") == 2
+    assert output.count("Scale version default: y = [3.0, 6.0, 9.0]") == 2  # the highest version
+    for line in ("index: Scale version 1 READY", "index: Scale version 2 READY", "index: Square version 1 READY"):
+        assert output.count(line) == 2
     assert "server stopped (exit code 0)" in output

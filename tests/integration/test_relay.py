@@ -23,7 +23,7 @@ import zmq
 
 from pytriton_like.exceptions import PyTritonUnrecoverableError
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
-from pytriton_like.models.repository import write_model_entry
+from pytriton_like.models.repository import write_version_entry
 from pytriton_like.proxy.protocol import Kind, decode_message, encode_message
 from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
 from pytriton_like.worker.calling import BatchCall
@@ -204,7 +204,7 @@ class Relay:
             "handshake_timeout_s": 10,
             "sequence": sequence,
         }
-        self.model_dir = write_model_entry(self.repository, config, relay)
+        self.model_dir = write_version_entry(self.repository, config, relay).parent
         assert len(self.threads) == len(calls)
 
     def args(self, index=0) -> dict:
@@ -544,7 +544,7 @@ def test_proxy_checks_the_number_of_results_itself(proxy_module, tmp_path):
     server.start()
     config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
     relay_settings = {"owner_pid": os.getpid(), "tag": "raw", "sockets": [address], "handshake_timeout_s": 10}
-    model_dir = write_model_entry(tmp_path, config, relay_settings)
+    model_dir = write_version_entry(tmp_path, config, relay_settings).parent
     proxy = proxy_module.TritonPythonModel()
     try:
         proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
@@ -566,7 +566,7 @@ def test_handshake_times_out_without_a_worker(proxy_module, tmp_path):
     config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
     settings = {"owner_pid": os.getpid(), "tag": "none", "sockets": [f"ipc://{sockets}/nobody"],
                 "handshake_timeout_s": 1}
-    model_dir = write_model_entry(tmp_path, config, settings)
+    model_dir = write_version_entry(tmp_path, config, settings).parent
     proxy = proxy_module.TritonPythonModel()
     try:
         with pytest.raises(sys.modules["pytriton_like.proxy.connection"].RelayError,
@@ -697,7 +697,7 @@ def garbled_worker(proxy_module, tmp_path):
     server.start()
     config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
     settings_ = {"owner_pid": os.getpid(), "tag": "garbled", "sockets": [address], "handshake_timeout_s": 10}
-    model_dir = write_model_entry(tmp_path, config, settings_)
+    model_dir = write_version_entry(tmp_path, config, settings_).parent
     proxy = proxy_module.TritonPythonModel()
     proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
                       "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})

@@ -8,7 +8,13 @@ import pytest
 
 from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import DynamicBatcher, QueuePolicy, Tensor, TimeoutAction
-from pytriton_like.model_config.generator import dtype_to_triton, render_config, triton_to_dtype, validate_config
+from pytriton_like.model_config.generator import (
+    dtype_to_triton,
+    render_config,
+    render_version_policy,
+    triton_to_dtype,
+    validate_config,
+)
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig, resolve_tensors
 
 try:  # protobuf's own parser checks the rendered text; tritonclient[grpc] ships Triton's schema
@@ -406,3 +412,24 @@ def test_response_cache_with_decoupled_rejected():
     # Triton itself refuses to load such a model and then exits at start.
     with pytest.raises(PyTritonValidationError, match=r"response cache does not support decoupled models"):
         validate_config(config(decoupled=True, response_cache=True))
+
+
+# -- render_version_policy ---------------------------------------------------------------------
+
+
+def test_version_policy_serves_every_bound_version():
+    text = render_config(config()) + render_version_policy([3, 1, 2])
+    assert list(parsed_text(text).version_policy.specific.versions) == [1, 2, 3]
+    assert render_version_policy([1]) == "version_policy: { specific: { versions: [ 1 ] } }\n"
+
+
+def test_version_policy_needs_positive_versions():
+    for versions in ([], [0, 1]):
+        with pytest.raises(PyTritonValidationError, match="version numbers of 1 or more"):
+            render_version_policy(versions)
+
+
+def parsed_text(text: str):
+    if model_config_pb2 is None:
+        pytest.skip("google.protobuf or tritonclient.grpc is not installed")
+    return text_format.Parse(text, model_config_pb2.ModelConfig())

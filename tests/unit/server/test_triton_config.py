@@ -2,6 +2,7 @@
 
 import dataclasses
 import pathlib
+import re
 
 import pytest
 
@@ -333,11 +334,14 @@ def test_argv_every_flag_is_a_tritonserver_option():
         cache_config=["local,size=1"], cache_directory=pathlib.Path("/d"), buffer_manager_thread_count=1,
     )
     unset = [f.name for f in dataclasses.fields(TritonConfig) if getattr(every_field, f.name) is None]
-    # Not tritonserver flags: served repositories, where the log goes, the relay's own limit.
-    assert unset == ["model_repository", "log_file", "shm_limit_bytes"]
+    # Not tritonserver flags: served repositories, where the log goes, the relay's own limit, and
+    # the control mode pytriton_like runs over the user's repository (the server stays explicit).
+    assert unset == [
+        "model_repository", "log_file", "shm_limit_bytes", "model_control_mode", "repository_poll_secs", "load_model"
+    ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS
-    assert len(emitted) == len(dataclasses.fields(TritonConfig)) - 3 + 4  # + repository, backends, control, load
+    assert len(emitted) == len(dataclasses.fields(TritonConfig)) - len(unset) + 4  # + repository, backends, control, load
 
 
 def test_argv_is_pure():
@@ -346,3 +350,38 @@ def test_argv_is_pure():
     assert argv(config, startup=["m"]) == first
     assert config == TritonConfig(trace_config=["rate=1"])
     assert all(isinstance(arg, str) for arg in first)
+
+
+# -- model control mode (pytriton_like's, over the user's repository) -------------------------
+
+
+def test_control_mode_fields_from_env():
+    config = TritonConfig.from_env(
+        env(model_control_mode="explicit", repository_poll_secs="0.5", load_model_0="a", load_model_1="b")
+    )
+    assert config.model_control_mode == "explicit"
+    assert config.repository_poll_secs == 0.5
+    assert config.load_model == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"model_control_mode": "auto"}, "model_control_mode must be one of none, explicit, poll, got 'auto'"),
+        ({"model_control_mode": "poll", "repository_poll_secs": 0}, "repository_poll_secs must be > 0"),
+        ({"load_model": ["a"]}, "load_model needs model_control_mode='explicit', got 'none'"),
+        ({"model_control_mode": "poll", "load_model": ["a"]}, "got 'poll'"),
+    ],
+)
+def test_control_mode_is_checked(fields, message):
+    with pytest.raises(PyTritonValidationError, match=re.escape(message)):
+        TritonConfig(**fields)
+
+
+def test_argv_keeps_the_server_in_explicit_mode_whatever_the_mode():
+    for mode in ("none", "explicit", "poll"):
+        config = TritonConfig(model_control_mode=mode, repository_poll_secs=2)
+        args = argv(config, startup=["bound", "from_repo"])
+        assert values_of(args, "model-control-mode") == ["explicit"]
+        assert values_of(args, "load-model") == ["bound", "from_repo"]
+        assert values_of(args, "repository-poll-secs") == []

@@ -1,0 +1,49 @@
+"""Read a hand-written config.pbtxt the way tritonserver will, and name what is wrong in it."""
+
+import pathlib
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from ..exceptions import PyTritonModelConfigError
+
+__all__ = ["CONFIG_FILE_NAME", "parse_config_file"]
+
+CONFIG_FILE_NAME = "config.pbtxt"
+
+
+def parse_config_file(model_dir: pathlib.Path) -> model_config_pb2.ModelConfig:
+    """Parse ``model_dir/config.pbtxt`` with Triton's own message type.
+
+    Args:
+        model_dir: a model's folder in a model repository; its name is the model's.
+
+    Raises:
+        PyTritonModelConfigError: the file is missing or unreadable, does not parse (the message names
+            the line and column), or names another model.
+    """
+    name = model_dir.name
+    path = model_dir / CONFIG_FILE_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        message = f"model {name!r}: cannot read {path}: {exc}"
+        raise PyTritonModelConfigError(message, model_name=name, path=path) from None
+    config = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(text, config)
+    except text_format.ParseError as exc:
+        line, column = exc.GetLine(), exc.GetColumn()
+        # protobuf puts "line:column : " before its message; we say it in words instead
+        reason = str(exc).split(" : ", 1)[-1] if line is not None else str(exc)
+        where = f"{path}, line {line}, column {column}" if line is not None else str(path)
+        raise PyTritonModelConfigError(
+            f"model {name!r}: {where}: {reason}", model_name=name, path=path, line=line, column=column
+        ) from None
+    if config.name and config.name != name:
+        raise PyTritonModelConfigError(
+            f"model {name!r}: {path} names the model {config.name!r}; Triton needs the folder's name",
+            model_name=name,
+            path=path,
+        )
+    return config

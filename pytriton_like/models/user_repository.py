@@ -1,0 +1,71 @@
+"""The user's model repository: a folder of hand-written models that Triton serves next to the bound ones."""
+
+import os
+import pathlib
+from typing import Dict, List, Tuple, Union
+
+from ..exceptions import PyTritonValidationError
+from ..model_config.parser import parse_config_file
+
+__all__ = ["ModelRepository", "Fingerprint"]
+
+# What a model folder looked like: (path relative to the folder, size, modification time) of each file.
+Fingerprint = Tuple[Tuple[str, int, int], ...]
+
+# Written by the stub when it imports model.py; not a change of the model.
+_IGNORED = {"__pycache__"}
+
+
+class ModelRepository:
+    """A folder with one sub-folder per model (``<model>/config.pbtxt``, ``<model>/<version>/model.py``).
+
+    Args:
+        path: the folder.
+
+    Raises:
+        PyTritonValidationError: ``path`` is not a folder.
+    """
+
+    def __init__(self, path: Union[str, pathlib.Path]):
+        self.path = pathlib.Path(path).resolve()
+        if not self.path.is_dir():
+            raise PyTritonValidationError(f"model repository {self.path} is not a folder")
+
+    def names(self) -> List[str]:
+        """The models in the repository (its sub-folders but hidden ones), sorted."""
+        try:
+            entries = list(os.scandir(self.path))
+        except FileNotFoundError:
+            return []
+        return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith(".") and e.name not in _IGNORED)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names()
+
+    def check(self, name: str) -> None:
+        """Parse ``name``'s config.pbtxt as Triton will.
+
+        Raises:
+            PyTritonModelConfigError: the file is missing or broken (the message names the model,
+                the file and the line).
+        """
+        parse_config_file(self.path / name)
+
+    def fingerprint(self, name: str) -> Fingerprint:
+        """What the files of model ``name`` look like now; it changes when any of them changes."""
+        root = self.path / name
+        files = []
+        for folder, subfolders, filenames in os.walk(root):
+            subfolders[:] = [sub for sub in subfolders if sub not in _IGNORED]
+            for filename in filenames:
+                path = os.path.join(folder, filename)
+                try:
+                    stat = os.stat(path)
+                except FileNotFoundError:  # removed while we looked; the next scan sees it gone
+                    continue
+                files.append((os.path.relpath(path, root), stat.st_size, stat.st_mtime_ns))
+        return tuple(sorted(files))
+
+    def snapshot(self) -> Dict[str, Fingerprint]:
+        """Every model's fingerprint."""
+        return {name: self.fingerprint(name) for name in self.names()}
