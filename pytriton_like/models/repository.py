@@ -6,10 +6,11 @@ import shutil
 import sys
 from typing import Any, Dict
 
-from ..model_config.generator import render_config
+from ..model_config.ensemble import EnsembleConfig
+from ..model_config.generator import render_config, render_ensemble_config
 from ..model_config.triton_model_config import TritonModelConfig
 
-__all__ = ["write_model_entry", "remove_model_entry"]
+__all__ = ["write_model_entry", "write_ensemble_entry", "remove_model_entry"]
 
 _PROXY_SOURCE = pathlib.Path(__file__).resolve().parent.parent / "proxy"
 _PROXY_PACKAGE = "_pytriton_like_proxy"  # the name the stub imports the copied proxy package by
@@ -27,6 +28,14 @@ def write_model_entry(repository: pathlib.Path, config: TritonModelConfig, relay
     shutil.copy2(_PROXY_SOURCE / "stub_model.py", version_dir / "model.py")
     settings = dict(relay, sys_path=[path for path in sys.path if path])
     (version_dir / "relay.json").write_text(json.dumps(settings, indent=1), encoding="utf-8")
+    return model_dir
+
+
+def write_ensemble_entry(repository: pathlib.Path, config: EnsembleConfig) -> pathlib.Path:
+    """Create ``repository/<ensemble>/``: its config.pbtxt and the empty version folder Triton needs."""
+    model_dir = repository / config.model_name
+    (model_dir / str(config.model_version)).mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.pbtxt").write_text(render_ensemble_config(config), encoding="utf-8")
     return model_dir
 
 
