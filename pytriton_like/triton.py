@@ -32,7 +32,7 @@ from .model_config import ModelConfig, Tensor
 from .model_config.ensemble import EnsembleConfig, EnsembleStep, validate_ensemble
 from .model_config.generator import validate_config
 from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
-from .models.loopback import LoopbackClients
+from .models.loopback import LoopbackClients, loopback_url
 from .models.model import Model
 from .models.repository import remove_model_entry, write_ensemble_entry
 from .proxy.shm import SHM_DIR, is_segment_name, unlink_orphaned_segments, unlink_segments
@@ -302,7 +302,7 @@ class Triton:
         config = self._config
         check_ports_free(config.ports, _bind_address(config))
         self._workspace = Workspace(bundle, self._workspace_path)
-        self._loopback = _loopback_clients(config)
+        self._loopback = LoopbackClients(loopback_url(config))
         for model in self._models.values():
             self._setup(model)
         known = self._known_configs()
@@ -462,16 +462,6 @@ def _bind_address(config: TritonConfig) -> str:
 
 def _connect_host(address: Optional[str]) -> str:
     return "127.0.0.1" if address in (None, "", "0.0.0.0") else address
-
-
-def _loopback_clients(config: TritonConfig) -> Optional[LoopbackClients]:
-    """Clients for callables calling models of this server: over gRPC if it is on, else HTTP."""
-    ports = config.ports
-    if "gRPC" in ports:
-        return LoopbackClients(f"grpc://{_connect_host(config.grpc_address)}:{ports['gRPC']}")
-    if "HTTP" in ports:
-        return LoopbackClients(f"http://{_connect_host(config.http_address)}:{ports['HTTP']}")
-    return None
 
 
 @atexit.register
