@@ -41,3 +41,19 @@ def test_streaming_prints_each_word_as_it_arrives():
     assert "] story: Once upon a time a tiny model told a story about dragons, one word at a time.\n" in output
     assert "] 17 words streamed" in output
     assert "server stopped (exit code 0)" in output
+
+
+def test_ensemble_is_called_as_one_model():
+    output = run_example(EXAMPLES / "run.py", "ensemble")
+    assert output.count("'I love this great phone' -> positive") == 2
+    assert output.count("'awful battery and slow' -> negative") == 2
+    assert output.count("'it is a phone' -> neutral") == 2
+    assert "server stopped (exit code 0)" in output
+
+
+def test_business_logic_routes_each_request_to_another_model():
+    output = run_example(EXAMPLES / "run.py", "business_logic")
+    for model in ("Router", "AsyncRouter"):
+        assert output.count(f"] {model}: 'hello' -> fast: hello") == 2
+        assert output.count(f"] {model}: 'a rather long text that the thorough model gets' -> thorough: 9 words") == 2
+    assert "server stopped (exit code 0)" in output
