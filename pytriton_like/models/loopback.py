@@ -32,7 +32,11 @@ _Key = Tuple[str, str, Optional[str], float]  # caller, callee, version, timeout
 
 
 def loopback_url(config: TritonConfig) -> str:
-    """Where callables reach their own server: its gRPC endpoint if on (cheaper per call), else HTTP."""
+    """Where callables reach their own server: its gRPC endpoint if on, else HTTP.
+
+    gRPC because one channel serves every worker thread (tritonclient.http needs a connection,
+    and a gevent hub, per thread) and a call's timeout travels with it as a deadline.
+    """
     ports = config.ports
     if "gRPC" in ports:
         return f"grpc://{_local(config.grpc_address)}:{ports['gRPC']}"
