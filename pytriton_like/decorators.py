@@ -25,7 +25,7 @@ context from wherever they sit in the stack.
 import dataclasses
 import functools
 import inspect
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import wrapt
@@ -56,8 +56,12 @@ from ._decorator_utils import (
     values_requests_steps,
     with_data,
 )
-from .exceptions import PyTritonBadParameterError, PyTritonValidationError
+from .exceptions import PyTritonBadParameterError, PyTritonInvalidOperationError, PyTritonValidationError
 from .model_config.triton_model_config import TritonModelConfig
+
+if TYPE_CHECKING:  # the serving side hands these in; the decorators do not need the client package
+    from .client import AsyncioModelClient, ModelClient
+    from .models.loopback import LoopbackClients
 
 __all__ = [
     "ConstantPadder",
@@ -94,13 +98,74 @@ InferenceResults = Union[List[InferenceResult], Tuple[InferenceResult, ...]]
 
 @dataclasses.dataclass(frozen=True)
 class TritonContext:
-    """What Triton tells a bound callable about the model it serves.
+    """What Triton tells a bound callable about the model it serves, and how to call other models.
 
     Attributes:
         model_config: the resolved configuration of the model (inputs, outputs, batching...).
+        loopback: the server's clients for calling models (set by the server; ``None`` outside one).
     """
 
     model_config: TritonModelConfig
+    loopback: Optional["LoopbackClients"] = dataclasses.field(default=None, repr=False, compare=False)
+
+    def client(
+        self, model_name: str, model_version: Union[int, str, None] = None, *, inference_timeout_s: Optional[float] = None
+    ) -> "ModelClient":
+        """A ``ModelClient`` of another model (or this one) of the server this callable runs in.
+
+        The server makes it at first use, keeps it for later calls (asking again is cheap), and
+        closes it at stop: do not close it yourself. It talks gRPC over the loopback interface
+        (HTTP if gRPC is off). A call that gets no answer within ``inference_timeout_s`` fails
+        with ``PyTritonClientTimeoutError`` saying that a cycle of calls may hold every instance
+        (see docs/pipelines.md): a callable must never wait for a model whose instances may all
+        be waiting for it.
+
+        Args:
+            model_name: the model to call.
+            model_version: its version; ``None`` for the latest.
+            inference_timeout_s: how long one call may take (default 30 s); also bounds the
+                wait for the model to be ready.
+
+        Raises:
+            PyTritonInvalidOperationError: no server (a context made by hand), the server is
+                stopping, or called while this thread runs an event loop (an ``async def``
+                callable must use :meth:`async_client`, which does not block the loop).
+
+        Example:
+            >>> @batch                                                      # doctest: +SKIP
+            ... @triton_context
+            ... def route(triton_context, x):
+            ...     return triton_context.client("Small").infer_batch(x=x)
+        """
+        return self._loopback().client(self.model_config.model_name, model_name, model_version, inference_timeout_s)
+
+    def async_client(
+        self, model_name: str, model_version: Union[int, str, None] = None, *, inference_timeout_s: Optional[float] = None
+    ) -> "AsyncioModelClient":
+        """An ``AsyncioModelClient`` of another model of this server, for ``async def`` callables.
+
+        As :meth:`client`, but its calls are awaited and never block the event loop. It belongs
+        to the running event loop (one per model instance), so the server keeps one per loop.
+
+        Raises:
+            PyTritonInvalidOperationError: no server, the server is stopping, or no running event loop.
+
+        Example:
+            >>> @batch                                                      # doctest: +SKIP
+            ... @triton_context
+            ... async def route(triton_context, x):
+            ...     return await triton_context.async_client("Small").infer_batch(x=x)
+        """
+        caller = self.model_config.model_name
+        return self._loopback().async_client(caller, model_name, model_version, inference_timeout_s)
+
+    def _loopback(self) -> "LoopbackClients":
+        if self.loopback is None:
+            raise PyTritonInvalidOperationError(
+                f"model {self.model_config.model_name!r}: this TritonContext belongs to no running server,"
+                " so it cannot call models; bind the callable and run the server"
+            )
+        return self.loopback
 
 
 _CONTEXTS = ContextRegistry()

@@ -31,11 +31,14 @@ from .exceptions import (
     PyTritonValidationError,
 )
 from .model_config import ModelConfig, Tensor
+from .model_config.ensemble import EnsembleConfig, EnsembleStep, validate_ensemble
 from .model_config.generator import validate_config
 from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
+from .models.loopback import LoopbackClients, loopback_url
 from .models.model import Model
 from .models.poller import RepositoryPoller
 from .models.registry import BoundModels
+from .models.repository import remove_model_entry, write_ensemble_entry
 from .models.user_repository import ModelRepository
 from .proxy.shm import SHM_DIR, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
@@ -106,12 +109,14 @@ class Triton:
         self._id = next(_instance_ids)
         self._tags = itertools.count(1)
         self._models = BoundModels()
+        self._ensembles: Dict[str, EnsembleConfig] = {}
         self._state = _State.NEW
         self._changed = threading.Condition(threading.RLock())
         self._stop_requested = threading.Event()
         self._workspace: Optional[Workspace] = None
         self._server: Optional[ServerProcess] = None
         self._control: Optional[ServerControl] = None
+        self._loopback: Optional[LoopbackClients] = None
         self._failure: Optional[BaseException] = None
 
     # -- context manager -------------------------------------------------------------------
@@ -195,14 +200,111 @@ class Triton:
                     f"cannot bind model {model_name!r}: the model repository {self._repository.path} has a model"
                     " of that name; Triton needs unique names"
                 )
+            if model_name in self._ensembles:
+                raise PyTritonInvalidOperationError(f"a model named {model_name!r} is bound already (an ensemble)")
             model = Model(model_config, funcs, strict=strict, tag=f"t{self._id}m{next(self._tags)}")
             self._models.add(model)
             if self._state is _State.RUNNING:
                 self._load(model)
 
+    def bind_ensemble(
+        self,
+        model_name: str,
+        steps: Sequence[EnsembleStep],
+        inputs: Sequence[Tensor],
+        outputs: Sequence[Tensor],
+        *,
+        max_batch_size: int,
+        model_version: int = 1,
+    ) -> None:
+        """Serve a pipeline of models as one model: Triton runs the steps, passing tensors by name.
+
+        The steps may name bound models, other ensembles, or models of a model repository. For
+        the ones whose specs are known here (bound before this call, or by ``run()``), the
+        tensors and batch sizes are checked now; Triton checks the rest when it loads the
+        ensemble. The ensemble is loaded after the models it uses and unloaded before them.
+
+        Args:
+            model_name: the name clients call the ensemble by.
+            steps: the models to run, in the order they run (see :class:`EnsembleStep`).
+            inputs: the ensemble's inputs (what clients send), without the batch axis.
+            outputs: the ensemble's outputs, each written by a step's ``output_map``.
+            max_batch_size: the largest batch a client may send (0: no batching); at most every
+                step model's ``max_batch_size``.
+            model_version: version number of the ensemble.
+
+        Raises:
+            PyTritonValidationError: an unknown tensor, a step naming a tensor its model does not
+                have, mismatched data types, or a max_batch_size a step model cannot take.
+            PyTritonInvalidOperationError: the name is bound already, or the server stopped.
+            PyTritonServerError: bound after ``run()`` and the server failed to load it.
+
+        Example:
+            >>> triton.bind_ensemble(                                    # doctest: +SKIP
+            ...     model_name="Pipeline",
+            ...     steps=[EnsembleStep("Tokenize", input_map={"text": "TEXT"}, output_map={"ids": "ids"}),
+            ...            EnsembleStep("Classify", input_map={"ids": "ids"}, output_map={"label": "LABEL"})],
+            ...     inputs=[Tensor(name="TEXT", dtype=bytes, shape=(1,))],
+            ...     outputs=[Tensor(name="LABEL", dtype=bytes, shape=(1,))],
+            ...     max_batch_size=8)
+        """
+        bad = [step for step in steps if not isinstance(step, EnsembleStep)]
+        if bad:
+            raise PyTritonValidationError(f"ensemble {model_name!r}: steps must be EnsembleStep, got {bad[0]!r}")
+        try:
+            config = EnsembleConfig(
+                model_name=model_name,
+                steps=tuple(steps),
+                inputs=resolve_tensors(inputs, "INPUT"),
+                outputs=resolve_tensors(outputs, "OUTPUT"),
+                max_batch_size=max_batch_size,
+                model_version=model_version,
+            )
+        except TypeError as exc:
+            raise PyTritonValidationError(f"ensemble {model_name!r}: {exc}") from None
+        with self._changed:
+            if self._state in (_State.STOPPING, _State.STOPPED):
+                raise PyTritonInvalidOperationError(f"cannot bind ensemble {model_name!r}: this Triton is stopped")
+            if model_name in self._models or model_name in self._ensembles:
+                raise PyTritonInvalidOperationError(f"a model named {model_name!r} is bound already")
+            if self._repository is not None and model_name in self._repository:
+                raise PyTritonInvalidOperationError(
+                    f"cannot bind ensemble {model_name!r}: the model repository {self._repository.path} has a model"
+                    " of that name; Triton needs unique names"
+                )
+            validate_ensemble(config, self._known_configs())
+            self._ensembles[model_name] = config
+            if self._state is _State.RUNNING:
+                self._load_ensemble(config)
+
+    def _known_configs(self) -> Dict[str, TritonModelConfig]:
+        """Specs of every bound model and ensemble, by name: what ensembles are checked against."""
+        known = {model.name: model.config for model in self._models}  # the versions share one config
+        known.update((name, ensemble.as_model_config()) for name, ensemble in self._ensembles.items())
+        return known
+
+    def _load_ensemble(self, config: EnsembleConfig) -> None:
+        repository = self._workspace.model_repository
+        write_ensemble_entry(repository, config)
+        try:
+            self._control.load(config.model_name, _LOAD_TIMEOUT_S)
+        except ControlError as exc:
+            self._ensembles.pop(config.model_name, None)
+            remove_model_entry(repository, config.model_name)
+            raise PyTritonServerError(
+                f"tritonserver failed to load ensemble {config.model_name!r}: {exc}", log_tail=self._server.log_tail()
+            ) from None
+        logger.info("ensemble %s loaded", config.model_name)
+
     def _setup(self, model: Model) -> None:
         workspace = self._workspace
-        model.setup(workspace.model_repository, workspace.sockets, self._on_unrecoverable, self._config.shm_limit_bytes)
+        model.setup(
+            workspace.model_repository,
+            workspace.sockets,
+            self._on_unrecoverable,
+            self._config.shm_limit_bytes,
+            loopback=self._loopback,
+        )
 
     def _load(self, model: Model) -> None:
         """Start a model version's workers and have the running server (re)load its model.
@@ -261,10 +363,15 @@ class Triton:
         config = self._config
         check_ports_free(config.ports, _bind_address(config))
         self._workspace = Workspace(bundle, self._workspace_path)
+        self._loopback = LoopbackClients(loopback_url(config))
         for model in self._models:
             self._setup(model)
         for name in self._models.names():
             self._models.write_config(self._workspace.model_repository, name)
+        configs = self._known_configs()
+        for ensemble in self._ensembles.values():
+            validate_ensemble(ensemble, configs)  # again: models bound after it are known now
+            write_ensemble_entry(self._workspace.model_repository, ensemble)
         repositories = [self._workspace.model_repository]
         if self._repository is not None:
             repositories.append(self._repository.path)
@@ -274,7 +381,7 @@ class Triton:
             model_repositories=repositories,
             backend_directory=self._workspace.backends,
             cache_directory=bundle.caches,
-            startup_models=self._models.names() + repository_models,
+            startup_models=self._models.names() + repository_models + list(self._ensembles),
         )
         env = bundle.server_environment(os.environ)
         log_file = pathlib.Path(config.log_file) if config.log_file else self._workspace.log_file
@@ -289,6 +396,11 @@ class Triton:
                 if not self._control.model_ready(name, version):
                     raise PyTritonServerError(
                         f"model {name!r} is not ready after start", log_tail=self._server.log_tail()
+                    )
+            for ensemble in self._ensembles.values():
+                if not self._control.model_ready(ensemble.model_name, ensemble.model_version):
+                    raise PyTritonServerError(
+                        f"ensemble {ensemble.model_name!r} is not ready after start", log_tail=self._server.log_tail()
                     )
         if config.model_control_mode == "poll":
             self._poller = RepositoryPoller(
@@ -503,7 +615,12 @@ class Triton:
             # keeps a connection open, and then exits without finalising the stubs. Unloading
             # lets in-flight requests finish (for up to the exit timeout) and the stubs finalise;
             # after that, nothing is lost by cutting the server's stop short.
-            if self._unload_models(stubs, exit_timeout):
+            unloaded = self._unload_models(stubs, exit_timeout)
+            if self._loopback is not None:
+                # Now, with no callable running: open HTTP connections would hold up the server's
+                # stop, and the asyncio clients close in the workers' loops, which stop below.
+                self._loopback.close()
+            if unloaded:
                 self._server.stop(timeout_s=_GRACE_AFTER_UNLOAD_S)
             else:
                 self._server.stop(timeout_s=exit_timeout + 5)
@@ -522,7 +639,7 @@ class Triton:
         """
         if self._control is None or self._server.returncode is not None:
             return False
-        names = self._models.names()
+        names = [*self._ensembles, *self._models.names()]  # ensembles first: they use the models
         try:
             loaded = [entry["name"] for entry in self._control.repository_index() if entry.get("state")]
         except ControlError as exc:

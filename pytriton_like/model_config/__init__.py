@@ -1,12 +1,14 @@
 """Specs of a bound model: its tensors and how Triton schedules it."""
 
 from .common import DeviceKind, DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy, TimeoutAction
+from .ensemble import EnsembleStep
 from .model_config import ModelConfig
 from .tensor import Tensor
 
 __all__ = [
     "DeviceKind",
     "DynamicBatcher",
+    "EnsembleStep",
     "ModelConfig",
     "QueuePolicy",
     "SequenceBatcher",

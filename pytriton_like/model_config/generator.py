@@ -2,7 +2,7 @@
 
 import json
 import re
-from typing import Iterable, List
+from typing import TYPE_CHECKING, Iterable, List
 
 import numpy as np
 
@@ -10,7 +10,17 @@ from ..exceptions import PyTritonValidationError
 from .common import DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy
 from .triton_model_config import TensorSpec, TritonModelConfig
 
-__all__ = ["render_config", "render_version_policy", "validate_config", "dtype_to_triton", "triton_to_dtype"]
+if TYPE_CHECKING:  # ensemble.py validates with this module's functions
+    from .ensemble import EnsembleConfig
+
+__all__ = [
+    "render_config",
+    "render_ensemble_config",
+    "render_version_policy",
+    "validate_config",
+    "dtype_to_triton",
+    "triton_to_dtype",
+]
 
 _NUMPY_TO_TRITON = {
     np.bool_: "BOOL",
@@ -248,3 +258,25 @@ def _tensors(kind: str, specs: Iterable[TensorSpec]) -> List[str]:
         entries.append(f"  {{ {entry} }}")
     return [f"{kind} ["] + [",\n".join(entries)] + ["]"]
 
+
+
+def render_ensemble_config(config: "EnsembleConfig") -> str:
+    """config.pbtxt text of an ensemble (``platform: "ensemble"`` with its ``ensemble_scheduling``).
+
+    Validate it first with :func:`~pytriton_like.model_config.ensemble.validate_ensemble`.
+    """
+    lines = [
+        f"name: {_quote(config.model_name)}",
+        'platform: "ensemble"',
+        f"max_batch_size: {config.max_batch_size}",
+    ]
+    lines += _tensors("input", config.inputs)
+    lines += _tensors("output", config.outputs)
+    steps = []
+    for step in config.steps:
+        fields = [f"model_name: {_quote(step.model_name)}", f"model_version: {step.model_version}"]
+        for kind, mapping in (("input_map", step.input_map), ("output_map", step.output_map)):
+            fields += [f"{kind} {{ key: {_quote(key)} value: {_quote(value)} }}" for key, value in mapping.items()]
+        steps.append("    {\n" + "\n".join(f"      {field}" for field in fields) + "\n    }")
+    lines += ["ensemble_scheduling {", "  step [", ",\n".join(steps), "  ]", "}"]
+    return "\n".join(lines) + "\n"

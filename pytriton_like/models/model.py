@@ -10,6 +10,7 @@ from ..model_config.triton_model_config import TritonModelConfig
 from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
 from ..worker.strategy import Worker, start_worker
+from .loopback import LoopbackClients
 from .repository import remove_version_entry, write_version_entry
 
 __all__ = ["Model"]
@@ -45,6 +46,7 @@ class Model:
         sockets: pathlib.Path,
         on_unrecoverable: Callable,
         shm_limit: Optional[int] = None,
+        loopback: Optional[LoopbackClients] = None,
     ) -> None:
         """Start the workers (their sockets bound) and write the version's folder in the repository.
 
@@ -52,13 +54,14 @@ class Model:
 
         Args:
             shm_limit: the largest shared-memory arena of the relay, per instance and direction.
+            loopback: the server's clients, handed to the callables in their ``TritonContext``.
         """
         handler = self._handler = BatchHandler(
             self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
         )
         addresses = [f"ipc://{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
         for index, (infer_func, address) in enumerate(zip(self._infer_funcs, addresses)):
-            attach_triton_context(infer_func, TritonContext(model_config=self.config))
+            attach_triton_context(infer_func, TritonContext(model_config=self.config, loopback=loopback))
             self._workers.append(
                 start_worker(
                     infer_func=infer_func,

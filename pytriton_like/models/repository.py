@@ -6,10 +6,11 @@ import shutil
 import sys
 from typing import Any, Dict, Iterable
 
-from ..model_config.generator import render_config, render_version_policy
+from ..model_config.ensemble import EnsembleConfig
+from ..model_config.generator import render_config, render_ensemble_config, render_version_policy
 from ..model_config.triton_model_config import TritonModelConfig
 
-__all__ = ["write_model_config", "write_version_entry", "remove_version_entry", "remove_model_entry"]
+__all__ = ["write_model_config", "write_version_entry", "write_ensemble_entry", "remove_version_entry", "remove_model_entry"]
 
 _PROXY_SOURCE = pathlib.Path(__file__).resolve().parent.parent / "proxy"
 _PROXY_PACKAGE = "_pytriton_like_proxy"  # the name the stub imports the copied proxy package by
@@ -40,6 +41,14 @@ def write_version_entry(repository: pathlib.Path, config: TritonModelConfig, rel
 def remove_version_entry(repository: pathlib.Path, model_name: str, version: int) -> None:
     """Remove ``repository/<model>/<version>/``."""
     shutil.rmtree(repository / model_name / str(version), ignore_errors=True)
+
+
+def write_ensemble_entry(repository: pathlib.Path, config: EnsembleConfig) -> pathlib.Path:
+    """Create ``repository/<ensemble>/``: its config.pbtxt and the empty version folder Triton needs."""
+    model_dir = repository / config.model_name
+    (model_dir / str(config.model_version)).mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.pbtxt").write_text(render_ensemble_config(config), encoding="utf-8")
+    return model_dir
 
 
 def remove_model_entry(repository: pathlib.Path, model_name: str) -> None:

@@ -91,4 +91,19 @@ def test_model_repository_serves_a_hand_written_model_and_two_versions():
     assert output.count("Scale version default: y = [3.0, 6.0, 9.0]") == 2  # the highest version
     for line in ("index: Scale version 1 READY", "index: Scale version 2 READY", "index: Square version 1 READY"):
         assert output.count(line) == 2
+
+
+def test_ensemble_is_called_as_one_model():
+    output = run_example(EXAMPLES / "run.py", "ensemble")
+    assert output.count("'I love this great phone' -> positive") == 2
+    assert output.count("'awful battery and slow' -> negative") == 2
+    assert output.count("'it is a phone' -> neutral") == 2
+    assert "server stopped (exit code 0)" in output
+
+
+def test_business_logic_routes_each_request_to_another_model():
+    output = run_example(EXAMPLES / "run.py", "business_logic")
+    for model in ("Router", "AsyncRouter"):
+        assert output.count(f"] {model}: 'hello' -> fast: hello") == 2
+        assert output.count(f"] {model}: 'a rather long text that the thorough model gets' -> thorough: 9 words") == 2
     assert "server stopped (exit code 0)" in output

@@ -1,0 +1,210 @@
+"""Clients a bound callable uses to call other models of its own server (``TritonContext.client``).
+
+A callable calling another model through the server is business logic: a router, a pipeline
+with conditions, a fan-out. Each model instance has its own worker, so model A calling model B
+only waits for B. It can wait forever when B's instances are all busy waiting for A (a cycle, or
+A calling itself with every instance busy): nothing frees an instance. So these clients carry an
+inference timeout, and its error says that a cycle may be the cause.
+"""
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from ..client.aio import AsyncioModelClient
+from ..client.exceptions import PyTritonClientTimeoutError
+from ..client.sync import ModelClient
+from ..exceptions import PyTritonInvalidOperationError, PyTritonValidationError
+from ..server.config import TritonConfig
+
+__all__ = ["LoopbackClients", "DEFAULT_LOOPBACK_TIMEOUT_S", "loopback_url"]
+
+logger = logging.getLogger(__name__)
+
+# How long a callable's call of another model may take before it fails, unless it says otherwise.
+DEFAULT_LOOPBACK_TIMEOUT_S = 30.0
+# How long stop() waits for the asyncio clients of a busy event loop to close.
+_ASYNC_CLOSE_TIMEOUT_S = 5.0
+
+_Key = Tuple[str, str, Optional[str], float]  # caller, callee, version, timeout
+
+
+def loopback_url(config: TritonConfig) -> str:
+    """Where callables reach their own server: its gRPC endpoint if on, else HTTP.
+
+    gRPC because one channel serves every worker thread (tritonclient.http needs a connection,
+    and a gevent hub, per thread) and a call's timeout travels with it as a deadline.
+    """
+    ports = config.ports
+    if "gRPC" in ports:
+        return f"grpc://{_local(config.grpc_address)}:{ports['gRPC']}"
+    return f"http://{_local(config.http_address)}:{ports['HTTP']}"
+
+
+def _local(address: Optional[str]) -> str:
+    return "127.0.0.1" if address in (None, "", "0.0.0.0") else address
+
+
+class LoopbackClients:
+    """The clients handed to the callables of one ``Triton``: made at first use, kept, closed at stop.
+
+    Sync clients are kept per (caller, model, version, timeout): a ``ModelClient`` is thread-safe
+    (one gRPC channel for all threads; HTTP connections per thread), so the instances of a model
+    share one. Asyncio clients belong to an event loop, so they are kept per loop as well.
+
+    Args:
+        url: the running server's url, reached over the loopback interface.
+    """
+
+    def __init__(self, url: str):
+        self.url = url
+        self._lock = threading.Lock()
+        self._closed = False
+        self._sync: Dict[_Key, ModelClient] = {}
+        self._async: Dict[asyncio.AbstractEventLoop, Dict[_Key, AsyncioModelClient]] = {}
+
+    def client(
+        self, caller: str, model_name: str, model_version=None, inference_timeout_s: Optional[float] = None
+    ) -> ModelClient:
+        """A ``ModelClient`` of ``model_name`` for a callable of model ``caller``."""
+        if _running_loop() is not None:
+            raise PyTritonInvalidOperationError(
+                f"model {caller!r}: triton_context.client() blocks, and this thread runs an event loop;"
+                " in an async def callable use `await triton_context.async_client(...).infer_...`"
+            )
+        key = _key(caller, model_name, model_version, inference_timeout_s)
+        with self._lock:
+            self._check_open(caller)
+            client = self._sync.get(key)
+            if client is None:
+                client = self._sync[key] = _LoopbackClient(self.url, *key)
+        return client
+
+    def async_client(
+        self, caller: str, model_name: str, model_version=None, inference_timeout_s: Optional[float] = None
+    ) -> AsyncioModelClient:
+        """An ``AsyncioModelClient`` of ``model_name`` for a coroutine of model ``caller``, in its loop."""
+        loop = _running_loop()
+        if loop is None:
+            raise PyTritonInvalidOperationError(
+                f"model {caller!r}: triton_context.async_client() needs a running event loop; call it in an"
+                " async def callable, or use triton_context.client() in a plain one"
+            )
+        key = _key(caller, model_name, model_version, inference_timeout_s)
+        with self._lock:
+            self._check_open(caller)
+            clients = self._async.setdefault(loop, {})
+            client = clients.get(key)
+            if client is None:
+                client = clients[key] = _AsyncLoopbackClient(self.url, *key)
+        return client
+
+    def close(self) -> None:
+        """Close every client handed out; later calls of :meth:`client` fail. Idempotent."""
+        with self._lock:
+            self._closed = True
+            sync, self._sync = list(self._sync.values()), {}
+            by_loop, self._async = self._async, {}
+        for client in sync:
+            client.close()
+        for loop, clients in by_loop.items():
+            _close_in_loop(loop, list(clients.values()))
+
+    def _check_open(self, caller: str) -> None:
+        if self._closed:
+            raise PyTritonInvalidOperationError(f"model {caller!r}: the server is stopping; no more calls of models")
+
+
+class _LoopbackClient(ModelClient):
+    """A ``ModelClient`` whose inference timeout error explains the deadlock it may stand for."""
+
+    def __init__(self, url: str, caller: str, model_name: str, model_version: Optional[str], timeout_s: float):
+        # The server runs already: a model that is not ready within the timeout will not be soon.
+        super().__init__(url, model_name, model_version, init_timeout_s=timeout_s, inference_timeout_s=timeout_s)
+        self._caller = caller
+
+    def infer_sample(self, *inputs, **kwargs):
+        with _explain_timeout(self._caller, self.model_name):
+            return super().infer_sample(*inputs, **kwargs)
+
+    def infer_batch(self, *inputs, **kwargs):
+        with _explain_timeout(self._caller, self.model_name):
+            return super().infer_batch(*inputs, **kwargs)
+
+
+class _AsyncLoopbackClient(AsyncioModelClient):
+    """An ``AsyncioModelClient`` whose inference timeout error explains the deadlock it may stand for."""
+
+    def __init__(self, url: str, caller: str, model_name: str, model_version: Optional[str], timeout_s: float):
+        super().__init__(url, model_name, model_version, init_timeout_s=timeout_s, inference_timeout_s=timeout_s)
+        self._caller = caller
+
+    async def infer_sample(self, *inputs, **kwargs):
+        with _explain_timeout(self._caller, self.model_name):
+            return await super().infer_sample(*inputs, **kwargs)
+
+    async def infer_batch(self, *inputs, **kwargs):
+        with _explain_timeout(self._caller, self.model_name):
+            return await super().infer_batch(*inputs, **kwargs)
+
+
+@contextlib.contextmanager
+def _explain_timeout(caller: str, callee: str) -> Iterator[None]:
+    try:
+        yield
+    except PyTritonClientTimeoutError as exc:
+        cycle = f"{caller} -> {callee}" + ("" if caller == callee else " -> ... -> " + caller)
+        raise PyTritonClientTimeoutError(
+            f"model {caller!r} called model {callee!r} and got no answer in time ({exc.message}). If every"
+            f" instance of {callee!r} is busy waiting for calls like this one, in a cycle ({cycle}), none can"
+            f" finish: break the cycle, or give {callee!r} more instances than its callers can keep busy."
+            " A model that is only slow needs a larger inference_timeout_s in triton_context.client()",
+            timeout_s=exc.timeout_s,
+            model_name=exc.model_name,
+            model_version=exc.model_version,
+            url=exc.url,
+        ) from exc
+
+
+def _key(caller: str, model_name: str, model_version, inference_timeout_s: Optional[float]) -> _Key:
+    if not isinstance(model_name, str) or not model_name:
+        raise PyTritonValidationError(f"model {caller!r}: the model to call needs a name, got {model_name!r}")
+    if inference_timeout_s is not None and not inference_timeout_s > 0:
+        raise PyTritonValidationError(
+            f"model {caller!r}: inference_timeout_s must be positive, got {inference_timeout_s!r}"
+        )
+    version = None if model_version is None else str(model_version)
+    timeout_s = DEFAULT_LOOPBACK_TIMEOUT_S if inference_timeout_s is None else float(inference_timeout_s)
+    return caller, model_name, version, timeout_s
+
+
+def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _close_in_loop(loop: asyncio.AbstractEventLoop, clients: List[AsyncioModelClient]) -> None:
+    """Close asyncio clients in their own loop, which another thread owns.
+
+    At stop the server is gone, so no callable runs on a loop that is not running: running it
+    here for the close is safe. A running loop (a decoupled model's) is asked to close them.
+    """
+    if loop.is_closed():
+        return
+
+    async def close_all() -> None:
+        for client in clients:
+            await client.close()
+
+    try:
+        if loop.is_running():
+            asyncio.run_coroutine_threadsafe(close_all(), loop).result(_ASYNC_CLOSE_TIMEOUT_S)
+        else:
+            loop.run_until_complete(close_all())
+    except Exception:  # noqa: BLE001 - stopping goes on; the loop's owner is gone or stuck
+        logger.warning("could not close the model clients of an event loop", exc_info=True)
+
