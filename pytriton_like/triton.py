@@ -69,6 +69,10 @@ _instance_ids = itertools.count(1)
 _live: "weakref.WeakSet[Triton]" = weakref.WeakSet()
 
 
+class _SignalWhileStarting(KeyboardInterrupt):
+    """Raised by serve()'s signal handler to cut a start short; serve() returns after it."""
+
+
 class _State(enum.Enum):
     NEW = "new"
     RUNNING = "running"
@@ -443,7 +447,7 @@ class Triton:
 
         Signal handlers are installed only when called from the main thread; from another
         thread, call :meth:`stop` to end it. A signal that comes while the server is still
-        starting interrupts the start as usual (KeyboardInterrupt for SIGINT).
+        starting cuts the start short; ``serve()`` then returns as well, once all is stopped.
         """
         restore = {}
         if threading.current_thread() is threading.main_thread():
@@ -452,6 +456,8 @@ class Triton:
         try:
             self.run()
             self._stop_requested.wait()
+        except _SignalWhileStarting as exc:
+            logger.info("%s; stopping", exc)
         finally:
             for signum, handler in restore.items():
                 signal.signal(signum, handler)
@@ -459,7 +465,8 @@ class Triton:
 
     def _on_signal(self, signum, _frame) -> None:
         if self._state is not _State.RUNNING:
-            raise KeyboardInterrupt(f"{signal.Signals(signum).name} while starting")
+            self._stop_requested.set()
+            raise _SignalWhileStarting(f"received {signal.Signals(signum).name} while starting")
         logger.info("received %s; stopping", signal.Signals(signum).name)
         self._stop_requested.set()
 
@@ -611,6 +618,7 @@ class Triton:
         if self._server is not None:
             exit_timeout = self._config.exit_timeout_secs or _DEFAULT_EXIT_TIMEOUT_S
             stubs = [stub for model in self._models for stub in model.stubs()]
+            regions = {stub["region"] for stub in stubs} | set(self._server.stub_regions())
             # Unload first: Triton's own stop waits out its exit timeout while any HTTP client
             # keeps a connection open, and then exits without finalising the stubs. Unloading
             # lets in-flight requests finish (for up to the exit timeout) and the stubs finalise;
@@ -624,7 +632,7 @@ class Triton:
                 self._server.stop(timeout_s=_GRACE_AFTER_UNLOAD_S)
             else:
                 self._server.stop(timeout_s=exit_timeout + 5)
-            _remove_regions(stub["region"] for stub in stubs)
+            _remove_regions(regions)
         if self._workspace is not None:
             for model in self._models:
                 model.teardown(self._workspace.model_repository)

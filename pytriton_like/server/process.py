@@ -22,6 +22,7 @@ __all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits"]
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+_REGION_PREFIX = "triton_python_backend_shm_region_"
 _TAIL_LINES = 40
 # glog error lines ("E1121 15:28:43.7 ...") and the final "error: ..." tritonserver prints.
 _ERROR_LINE = re.compile(r"^(E\d{4} |error: )")
@@ -127,7 +128,9 @@ class ServerProcess:
             self._set_state(ServerState.EXITED)
             return
         logger.info("tritonserver started (pid %d), log in %s", self._process.pid, self.log_file)
-        self._pump_log()
+        # The stubs inherit the server's output: the pipe may outlive the server, so its end is
+        # not the server's exit.
+        threading.Thread(target=self._pump_log, name="tritonserver-log", daemon=True).start()
         self.returncode = self._process.wait()
         logger.info("tritonserver (pid %d) exited with code %d", self._process.pid, self.returncode)
         self._set_state(ServerState.EXITED)
@@ -168,21 +171,55 @@ class ServerProcess:
         """The last lines the server printed."""
         return "\n".join(self._tail)
 
+    def stub_regions(self) -> List[str]:
+        """The shared-memory regions named on the command lines of the server's stubs still running.
+
+        tritonserver creates a region for each stub it launches and removes it when the stub is
+        finalised; a server stopped while a model loads, or one that crashed, leaves them behind.
+        """
+        if self._process is None:
+            return []
+        return [arg for cmdline in _group_cmdlines(self._process.pid) for arg in cmdline if arg.startswith(_REGION_PREFIX)]
+
     def stop(self, timeout_s: float) -> None:
         """SIGINT (Triton's graceful stop), then SIGKILL after ``timeout_s``; waits for the exit."""
         process = self._process
-        if process is None or self._state is ServerState.EXITED:
-            self.wait_exit(timeout_s)
+        if process is None:
             return
-        _signal(process, signal.SIGINT)
-        if not self.wait_exit(timeout_s):
-            logger.warning("tritonserver did not stop within %.0f s; killing it", timeout_s)
-            # The whole session: the server and its Python-backend stubs.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.wait_exit(10)
+        if self._state is not ServerState.EXITED:
+            _signal(process, signal.SIGINT)
+            if not self.wait_exit(timeout_s):
+                logger.warning("tritonserver did not stop within %.0f s; killing it", timeout_s)
+                _kill_group(process.pid)
+                self.wait_exit(10)
+        # Stubs a server left (it was stopped while loading a model, or crashed) are still in
+        # its process group.
+        _kill_group(process.pid)
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process of the group: the server started its own session, stubs included."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _group_cmdlines(pgid: int) -> List[List[str]]:
+    """The command lines of the processes in process group ``pgid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                group = int(stat.read().rsplit(b")", 1)[1].split()[2])
+            if group == pgid:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    found.append([arg.decode("utf-8", "replace") for arg in cmdline.read().split(b"\0") if arg])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
 
 
 def wait_for_exits(pids, timeout_s: float) -> bool:

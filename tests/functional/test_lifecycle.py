@@ -140,6 +140,26 @@ def test_serve_stops_cleanly_on_signal(signum):
     assert not any(port_listening(port) for port in ports)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_starting_cuts_the_start_short_cleanly(signum):
+    ports = [free_port() for _ in range(3)]
+    script = SERVE_SCRIPT.replace("    triton.serve()", "    print('STARTING', flush=True)\n    triton.serve()")
+    with subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, ports)], stdout=subprocess.PIPE, text=True,
+    ) as process:
+        try:
+            assert process.stdout.readline() == "STARTING\n"
+            time.sleep(0.3)  # inside run(): the server is being started
+            process.send_signal(signum)
+            output, _ = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0
+    assert "STOPPED" in output
+    assert not any(port_listening(port) for port in ports)
+
+
 def wait_until_ready(http_port, process, timeout_s=120):
     client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
     deadline = time.monotonic() + timeout_s
