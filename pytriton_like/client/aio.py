@@ -148,11 +148,11 @@ class AsyncioModelClient:
 
     async def load_model(self, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None) -> None:
         """Asks the server to load (or reload) the model (see ``ModelClient.load_model``)."""
-        await self._repository_call("load", "load_model", config=config, files=files)
+        await self._repository_call("load", "load_model", self._core.load_call(config, files))
 
-    async def unload_model(self) -> None:
-        """Asks the server to unload the model (see ``ModelClient.unload_model``)."""
-        await self._repository_call("unload", "unload_model")
+    async def unload_model(self, *, unload_dependents: bool = False) -> None:
+        """Asks the server to unload the model, and its dependents if asked (see ``ModelClient.unload_model``)."""
+        await self._repository_call("unload", "unload_model", self._core.unload_call(unload_dependents))
 
     async def get_model_repository_index(self) -> List[Dict[str, Any]]:
         """Every model the server knows, with its versions' states (see ``ModelClient.get_model_repository_index``)."""
@@ -176,13 +176,12 @@ class AsyncioModelClient:
         response = await self._call("config request", timeout_s, call)
         return self._core.raw_model_config(response)
 
-    async def get_inference_statistics(self) -> Dict[str, Any]:
-        """Triton's inference statistics of the model (see ``ModelClient.get_inference_statistics``)."""
+    async def get_inference_statistics(self, *, all_models: bool = False) -> Dict[str, Any]:
+        """Triton's inference statistics of the model or of all (see ``ModelClient.get_inference_statistics``)."""
         timeout_s = self._core.control_timeout_s()
+        kwargs = self._core.statistics_call(all_models, timeout_s)
         client = self._connections.get(_CONTROL)
-        response = await self._call(
-            "statistics request", timeout_s, client.get_inference_statistics(**self._core.model_call(timeout_s))
-        )
+        response = await self._call("statistics request", timeout_s, client.get_inference_statistics(**kwargs))
         return self._core.raw_statistics(response)
 
     async def infer_sample(
@@ -268,11 +267,9 @@ class AsyncioModelClient:
         with self._core.errors(operation, timeout_s):
             return await asyncio.wait_for(call, timeout_s)
 
-    async def _repository_call(self, operation: str, method: str, **kwargs: Any) -> None:
-        timeout_s = self._core.inference_timeout_s
+    async def _repository_call(self, operation: str, method: str, kwargs: Dict[str, Any]) -> None:
         client = self._connections.get(_INFERENCE)  # loading takes long; the control client's timeout is short
-        call = getattr(client, method)(self._core.model_name, **kwargs, **self._core.control_kwargs(timeout_s))
-        await self._call(operation, timeout_s, call)
+        await self._call(operation, self._core.inference_timeout_s, getattr(client, method)(**kwargs))
         # the configuration may have changed with the load
         self._ready = False
         self._core.forget_model_config()

@@ -391,6 +391,37 @@ class ClientCore:
         kwargs.update(self.control_kwargs(timeout_s))
         return kwargs
 
+    def statistics_call(self, all_models: bool, timeout_s: float) -> Dict[str, Any]:
+        """Arguments of tritonclient's ``get_inference_statistics``: this client's model (version), or every model.
+
+        Raises:
+            PyTritonClientValueError: ``all_models`` is not a bool.
+        """
+        kwargs = self.model_call(timeout_s)
+        if _flag("all_models", all_models):
+            kwargs.update(model_name="", model_version="")  # Triton's "every model"
+        return kwargs
+
+    def load_call(self, config: Optional[str], files: Optional[Dict[str, bytes]]) -> Dict[str, Any]:
+        """Arguments of tritonclient's ``load_model`` for this model; loading may take ``inference_timeout_s``."""
+        kwargs: Dict[str, Any] = {"model_name": self.model_name, "config": config, "files": files}
+        kwargs.update(self.control_kwargs(self.inference_timeout_s))
+        return kwargs
+
+    def unload_call(self, unload_dependents: bool) -> Dict[str, Any]:
+        """Arguments of tritonclient's ``unload_model`` for this client's model (and, with
+        ``unload_dependents``, the models Triton loaded for it: an ensemble's composing models).
+
+        Raises:
+            PyTritonClientValueError: ``unload_dependents`` is not a bool.
+        """
+        kwargs: Dict[str, Any] = {
+            "model_name": self.model_name,
+            "unload_dependents": _flag("unload_dependents", unload_dependents),
+        }
+        kwargs.update(self.control_kwargs(self.inference_timeout_s))
+        return kwargs
+
     def raw_model_config(self, response: Any) -> Dict[str, Any]:
         """The model config dict from ``get_model_config`` (``model_call`` arguments), as HTTP sends it."""
         return response if self.protocol is Protocol.HTTP else message_to_dict(response.config)
@@ -424,3 +455,9 @@ def _timeout(name: str, value: Optional[float], default: Optional[float]) -> flo
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise PyTritonClientValueError(f"{name} must be a number of seconds > 0, got {value!r}")
     return float(value)
+
+
+def _flag(name: str, value: bool) -> bool:
+    if not isinstance(value, bool):
+        raise PyTritonClientValueError(f"{name} must be True or False, got {value!r}")
+    return value

@@ -112,9 +112,9 @@ class FuturesModelClient:
         """A future of ``ModelClient.load_model(...)``: the server loads (or reloads) the model."""
         return self._submit(self._client.load_model, config=config, files=files)
 
-    def unload_model(self) -> "concurrent.futures.Future[None]":
-        """A future of ``ModelClient.unload_model()``: the server unloads the model."""
-        return self._submit(self._client.unload_model)
+    def unload_model(self, *, unload_dependents: bool = False) -> "concurrent.futures.Future[None]":
+        """A future of ``ModelClient.unload_model(...)``: the server unloads the model (and its dependents if asked)."""
+        return self._submit(self._client.unload_model, unload_dependents=unload_dependents)
 
     def get_model_repository_index(self) -> "concurrent.futures.Future[List[Dict[str, Any]]]":
         """A future of ``ModelClient.get_model_repository_index()``: every model with its versions' states."""
@@ -128,9 +128,9 @@ class FuturesModelClient:
         """A future of ``ModelClient.get_model_config()``: the model's configuration as a raw dict."""
         return self._submit(self._client.get_model_config)
 
-    def get_inference_statistics(self) -> "concurrent.futures.Future[Dict[str, Any]]":
-        """A future of ``ModelClient.get_inference_statistics()``."""
-        return self._submit(self._client.get_inference_statistics)
+    def get_inference_statistics(self, *, all_models: bool = False) -> "concurrent.futures.Future[Dict[str, Any]]":
+        """A future of ``ModelClient.get_inference_statistics(...)``: of the model, or of every model."""
+        return self._submit(self._client.get_inference_statistics, all_models=all_models)
 
     def infer_sample(
         self,

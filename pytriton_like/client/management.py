@@ -3,7 +3,8 @@
 tritonclient.http returns Triton's JSON documents; tritonclient.grpc returns protobuf messages,
 whose own JSON form drops default values and writes 64-bit integers as strings. The clients
 return the HTTP shape on both: :func:`message_to_dict` writes a message as Triton's HTTP
-endpoint does (every field, numbers as numbers, enums by name).
+endpoint does (every field but the unset ones that track presence — sub-messages, oneof
+members —, numbers as numbers, enums by name).
 """
 
 from typing import Any, Dict, List
@@ -12,11 +13,10 @@ __all__ = ["message_to_dict", "index_entries"]
 
 
 def message_to_dict(message: Any) -> Dict[str, Any]:
-    """A protobuf message as a dict of every field (of a oneof, only the one set)."""
+    """A protobuf message as a dict of every field, but sub-messages and oneof members that are not set."""
     result = {}
     for field in message.DESCRIPTOR.fields:
-        oneof = field.containing_oneof
-        if oneof is not None and message.WhichOneof(oneof.name) != field.name:
+        if _has_presence(field) and not message.HasField(field.name):
             continue
         result[field.name] = _field_value(field, getattr(message, field.name))
     return result
@@ -47,6 +47,13 @@ def _scalar(field: Any, value: Any) -> Any:
     if field.enum_type is not None:
         return field.enum_type.values_by_number[value].name
     return value
+
+
+def _has_presence(field: Any) -> bool:
+    presence = getattr(field, "has_presence", None)  # older protobuf lacks it; Triton's protos are proto3
+    if presence is not None:
+        return presence
+    return field.containing_oneof is not None or (field.message_type is not None and not _is_repeated(field))
 
 
 def _is_repeated(field: Any) -> bool:

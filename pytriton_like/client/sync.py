@@ -258,16 +258,21 @@ class ModelClient:
             PyTritonClientInferenceServerError: the server refused or failed to load the model.
             PyTritonClientModelUnavailableError: the server cannot be reached.
         """
-        self._repository_call("load", "load_model", config=config, files=files)
+        self._repository_call("load", "load_model", self._core.load_call(config, files))
 
-    def unload_model(self) -> None:
+    def unload_model(self, *, unload_dependents: bool = False) -> None:
         """Asks the server to unload the model; needs a server in explicit model-control mode.
 
+        Args:
+            unload_dependents: also unload the models Triton loaded for this one (the composing
+                models of an ensemble, unless they were loaded by name).
+
         Raises:
+            PyTritonClientValueError: ``unload_dependents`` is not a bool.
             PyTritonClientInferenceServerError: the server refused to unload the model.
             PyTritonClientModelUnavailableError: the server cannot be reached.
         """
-        self._repository_call("unload", "unload_model")
+        self._repository_call("unload", "unload_model", self._core.unload_call(unload_dependents))
 
     def get_model_repository_index(self) -> List[Dict[str, Any]]:
         """Every model the server knows (all its repositories), loaded or not.
@@ -311,8 +316,11 @@ class ModelClient:
             response = self._control().get_model_config(**self._core.model_call(timeout_s))
         return self._core.raw_model_config(response)
 
-    def get_inference_statistics(self) -> Dict[str, Any]:
+    def get_inference_statistics(self, *, all_models: bool = False) -> Dict[str, Any]:
         """Triton's inference statistics of the model (``model_version``, or every version).
+
+        Args:
+            all_models: the statistics of every model the server has loaded instead.
 
         Returns:
             ``{"model_stats": [...]}`` as Triton's HTTP endpoint writes it: per version the request
@@ -320,12 +328,14 @@ class ModelClient:
             ``batch_stats``...
 
         Raises:
+            PyTritonClientValueError: ``all_models`` is not a bool.
             PyTritonClientModelUnavailableError: the model is not loaded, or the server cannot be reached.
             PyTritonClientTimeoutError: no answer within the client's timeouts.
         """
         timeout_s = self._core.control_timeout_s()
+        kwargs = self._core.statistics_call(all_models, timeout_s)
         with self._core.errors("statistics request", timeout_s):
-            response = self._control().get_inference_statistics(**self._core.model_call(timeout_s))
+            response = self._control().get_inference_statistics(**kwargs)
         return self._core.raw_statistics(response)
 
     def infer_sample(
@@ -442,12 +452,11 @@ class ModelClient:
     def _control(self) -> Any:
         return self._connections.get(_CONTROL)
 
-    def _repository_call(self, operation: str, method: str, **kwargs: Any) -> None:
+    def _repository_call(self, operation: str, method: str, kwargs: Dict[str, Any]) -> None:
         self._core.check_open()
-        timeout_s = self._core.inference_timeout_s
         client = self._connections.get(_INFERENCE)  # loading takes long; the control client's timeout is short
-        with self._core.errors(operation, timeout_s):
-            getattr(client, method)(self._core.model_name, **kwargs, **self._core.control_kwargs(timeout_s))
+        with self._core.errors(operation, self._core.inference_timeout_s):
+            getattr(client, method)(**kwargs)
         # the configuration may have changed with the load
         with self._ready_lock:
             self._ready = False

@@ -9,13 +9,17 @@ Example:
 import threading
 from typing import Any, Dict, List, Optional
 
+from ..client.aio import AsyncioModelClient
 from ..client.core import ClientCore
-from ..client.exceptions import PyTritonClientClosedError
+from ..client.exceptions import PyTritonClientClosedError, PyTritonClientValueError
 from ..client.sync import ModelClient
-from .management import call_async, call_sync, management_call
 from .model import ModelRunner
 
 __all__ = ["TritonRunner"]
+
+# The model of the clients of server-wide calls (the repository index, every model's statistics):
+# a client needs one, and these calls do not use it.
+_NO_MODEL = "-"
 
 
 class TritonRunner:
@@ -32,7 +36,8 @@ class TritonRunner:
     Args:
         url: server url, ``[http://|grpc://]host[:port]`` (HTTP and port 8000 when not given).
         init_timeout_s: how long ``run`` waits for the server and the model (default 300 s).
-        inference_timeout_s: how long one request, or one management call, may take (default 60 s).
+        inference_timeout_s: how long one request, or a load or unload, may take (default 60 s);
+            the other management calls get the shorter of the two timeouts, as ``ModelClient``'s do.
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
@@ -40,8 +45,8 @@ class TritonRunner:
     """
 
     def __init__(self, url: str, *, init_timeout_s: Optional[float] = None, inference_timeout_s: Optional[float] = None):
-        # a client core (of a placeholder model) checks the url and timeouts as every client does
-        core = ClientCore(url, "-", init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s)
+        # a client core checks the url and timeouts as every client does
+        core = ClientCore(url, _NO_MODEL, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s)
         self._url = core.url
         self._init_timeout_s = core.init_timeout_s
         self._timeout_s = core.inference_timeout_s
@@ -101,10 +106,10 @@ class TritonRunner:
             wait: until the server was seen once, first wait for it (``init_timeout_s``), as
                 ``run`` would: a service may start before its server.
         """
-        if wait and not self._server_seen:
-            with ModelClient(self.url, "-", init_timeout_s=self._init_timeout_s) as probe:  # the model is not used
-                probe.wait_for_server(self._init_timeout_s)
-        index = self.get_model_repository_index()
+        with self._client() as client:
+            if wait and not self._server_seen:
+                client.wait_for_server(self._init_timeout_s)
+            index = client.get_model_repository_index()
         self._server_seen = True
         names = [entry["name"] for entry in index if entry.get("name")]
         self._known = list(dict.fromkeys(names))
@@ -115,13 +120,14 @@ class TritonRunner:
             self.url, model_name, init_timeout_s=self._init_timeout_s, inference_timeout_s=self._timeout_s
         )
 
-    # -- management --------------------------------------------------------------------------
+    # -- management: each call through a short-lived ModelClient / AsyncioModelClient -------------
 
     def load_model(self, model_name: str, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None) -> None:
         """Loads (or reloads) a model; the server must run in explicit model-control mode.
 
         Args:
-            model_name: the model.
+            model_name: the model (it need not be loaded, nor in the repository when ``config``
+                and ``files`` make it).
             config: JSON model configuration to load it with, instead of the repository's.
             files: ``{"file:<path>": content}`` forming the model directory (needs ``config``).
 
@@ -129,73 +135,104 @@ class TritonRunner:
             PyTritonClientInferenceServerError: the server refused or failed to load it.
             PyTritonClientModelUnavailableError: the server cannot be reached.
         """
-        self._call("load_model", model_name=model_name, config=config, files=files)
+        with self._client(model_name) as client:
+            client.load_model(config, files)
         self._forget(model_name)
 
     async def async_load_model(
         self, model_name: str, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None
     ) -> None:
         """:meth:`load_model` as a coroutine."""
-        await self._async_call("load_model", model_name=model_name, config=config, files=files)
+        async with self._async_client(model_name) as client:
+            await client.load_model(config, files)
         self._forget(model_name)
 
     def unload_model(self, model_name: str, unload_dependents: bool = False) -> None:
-        """Unloads a model (and, with ``unload_dependents``, the ensembles that use it)."""
-        self._call("unload_model", model_name=model_name, unload_dependents=unload_dependents)
+        """Unloads a model (and, with ``unload_dependents``, the models Triton loaded for it: an ensemble's steps)."""
+        with self._client(model_name) as client:
+            client.unload_model(unload_dependents=unload_dependents)
         self._forget(model_name)
 
     async def async_unload_model(self, model_name: str, unload_dependents: bool = False) -> None:
         """:meth:`unload_model` as a coroutine."""
-        await self._async_call("unload_model", model_name=model_name, unload_dependents=unload_dependents)
+        async with self._async_client(model_name) as client:
+            await client.unload_model(unload_dependents=unload_dependents)
         self._forget(model_name)
 
     def get_model_repository_index(self) -> List[Dict[str, Any]]:
         """The models of the server's repositories: ``[{"name", "version", "state", "reason"}...]``
         (keys the server leaves empty are left out)."""
-        return self._call("get_model_repository_index")
+        with self._client() as client:
+            return client.get_model_repository_index()
 
     async def async_get_model_repository_index(self) -> List[Dict[str, Any]]:
         """:meth:`get_model_repository_index` as a coroutine."""
-        return await self._async_call("get_model_repository_index")
+        async with self._async_client() as client:
+            return await client.get_model_repository_index()
 
     def is_model_ready(self, model_name: str, model_version: Optional[str] = None) -> bool:
         """Whether the model (version; default: the server's choice) is ready."""
-        return self._call("is_model_ready", model_name=model_name, model_version=model_version)
+        with self._client(model_name, model_version) as client:
+            return client.is_model_ready()
 
     async def async_is_model_ready(self, model_name: str, model_version: Optional[str] = None) -> bool:
         """:meth:`is_model_ready` as a coroutine."""
-        return await self._async_call("is_model_ready", model_name=model_name, model_version=model_version)
+        async with self._async_client(model_name, model_version) as client:
+            return await client.is_model_ready()
 
     def get_model_config(self, model_name: str, model_version: Optional[str] = None) -> Dict[str, Any]:
         """The model's configuration as the server reports it (Triton's JSON form of config.pbtxt)."""
-        return self._call("get_model_config", model_name=model_name, model_version=model_version)
+        with self._client(model_name, model_version) as client:
+            return client.get_model_config()
 
     async def async_get_model_config(self, model_name: str, model_version: Optional[str] = None) -> Dict[str, Any]:
         """:meth:`get_model_config` as a coroutine."""
-        return await self._async_call("get_model_config", model_name=model_name, model_version=model_version)
+        async with self._async_client(model_name, model_version) as client:
+            return await client.get_model_config()
 
     def get_inference_statistics(
         self, model_name: Optional[str] = None, model_version: Optional[str] = None
     ) -> Dict[str, Any]:
-        """Triton's statistics (``{"model_stats": [...]}``) of one model, or of all when ``model_name`` is None.
+        """Triton's statistics (``{"model_stats": [...]}``) of one model (version), or of all when
+        ``model_name`` is None; counts are numbers over HTTP and gRPC alike.
 
-        Over gRPC, 64-bit counts come as strings (protobuf's JSON form), over HTTP as numbers.
+        Raises:
+            PyTritonClientValueError: a ``model_version`` without a ``model_name``.
         """
-        return self._call("get_inference_statistics", model_name=model_name, model_version=model_version)
+        with self._client(model_name, model_version) as client:
+            return client.get_inference_statistics(all_models=model_name is None)
 
     async def async_get_inference_statistics(
         self, model_name: Optional[str] = None, model_version: Optional[str] = None
     ) -> Dict[str, Any]:
         """:meth:`get_inference_statistics` as a coroutine."""
-        return await self._async_call("get_inference_statistics", model_name=model_name, model_version=model_version)
+        async with self._async_client(model_name, model_version) as client:
+            return await client.get_inference_statistics(all_models=model_name is None)
 
-    def _call(self, method: str, **arguments: Any) -> Any:
-        self._check_open()
-        return call_sync(management_call(self._url.protocol, method, **arguments), self._url, self._timeout_s)
+    def _client(self, model_name: Optional[str] = None, model_version: Optional[str] = None) -> ModelClient:
+        return ModelClient(**self._client_kwargs(model_name, model_version))
 
-    async def _async_call(self, method: str, **arguments: Any) -> Any:
+    def _async_client(
+        self, model_name: Optional[str] = None, model_version: Optional[str] = None
+    ) -> AsyncioModelClient:
+        return AsyncioModelClient(**self._client_kwargs(model_name, model_version))
+
+    def _client_kwargs(self, model_name: Optional[str], model_version: Optional[str]) -> Dict[str, Any]:
+        """The arguments of a client for one management call: of ``model_name`` (None: a server-wide call).
+
+        A client of its own, not the model runner's: ``load_model`` may name a model the
+        runner does not know yet, and an asyncio client would bind the runner to this call's loop.
+        """
         self._check_open()
-        return await call_async(management_call(self._url.protocol, method, **arguments), self._url, self._timeout_s)
+        if model_name is None and model_version is not None:
+            raise PyTritonClientValueError(f"model_version {model_version!r} was given without a model_name")
+        return {
+            "url": self.url,
+            "model_name": _NO_MODEL if model_name is None else model_name,
+            "model_version": model_version,
+            "init_timeout_s": self._init_timeout_s,
+            "inference_timeout_s": self._timeout_s,
+        }
 
     def _forget(self, model_name: str) -> None:
         """After a load or unload: the model's clients may hold an old config, and the index changed."""

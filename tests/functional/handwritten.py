@@ -29,15 +29,22 @@ MODEL_PY = textwrap.dedent(
     '''
 )
 
+# A model of one input x and one output y: what runs it (`runs`) and the rest (`more`) vary.
 CONFIG_PBTXT = textwrap.dedent(
     """\
     name: "{name}"
-    backend: "python"
+    {runs}
     max_batch_size: 8
     input [ {{ name: "x" data_type: TYPE_FP32 dims: [ -1 ] }} ]
     output [ {{ name: "y" data_type: TYPE_FP32 dims: [ -1 ] }} ]
-    instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+    {more}
     """
+)
+INSTANCES = "instance_group [ { kind: KIND_CPU count: 1 } ]"
+# One step of an ensemble: model {model} (its latest version) from tensor {x} to tensor {y}.
+ENSEMBLE_STEP = (
+    '{{ model_name: "{model}" model_version: -1 '
+    'input_map {{ key: "x" value: "{x}" }} output_map {{ key: "y" value: "{y}" }} }}'
 )
 
 
@@ -45,8 +52,20 @@ def write_model(root: pathlib.Path, name: str, factor: float, version: int = 1, 
     """Write ``root/name``: a model answering ``y = factor * x``; ``config`` replaces its config.pbtxt."""
     folder = root / name
     (folder / str(version)).mkdir(parents=True, exist_ok=True)
-    (folder / "config.pbtxt").write_text(CONFIG_PBTXT.format(name=name) if config is None else config)
+    if config is None:
+        config = CONFIG_PBTXT.format(name=name, runs='backend: "python"', more=INSTANCES)
+    (folder / "config.pbtxt").write_text(config)
     (folder / str(version) / "model.py").write_text(MODEL_PY.format(factor=factor))
+    return folder
+
+
+def write_ensemble(root: pathlib.Path, name: str, step: str) -> pathlib.Path:
+    """Write ``root/name``: an ensemble running model ``step`` twice (``y = step(step(x))``)."""
+    folder = root / name
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    steps = ", ".join(ENSEMBLE_STEP.format(model=step, x=x, y=y) for x, y in (("x", "once"), ("once", "y")))
+    more = f"ensemble_scheduling {{ step [ {steps} ] }}"
+    (folder / "config.pbtxt").write_text(CONFIG_PBTXT.format(name=name, runs='platform: "ensemble"', more=more))
     return folder
 
 

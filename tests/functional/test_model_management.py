@@ -10,10 +10,11 @@ from pytriton_like.client import AsyncioModelClient, FuturesModelClient, ModelCl
 from pytriton_like.client.exceptions import PyTritonClientError, PyTritonClientModelUnavailableError
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonModelConfigError, PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, Tensor
+from pytriton_like.runner import TritonRunner
 from pytriton_like.triton import Triton
 
 from .conftest import checked_for_leaks, free_config
-from .handwritten import FLOAT_IN, FLOAT_OUT, multiply, write_model
+from .handwritten import FLOAT_IN, FLOAT_OUT, multiply, write_ensemble, write_model
 
 X = np.array([1.0, 2.0], dtype=np.float32)
 
@@ -23,6 +24,8 @@ def repository(tmp_path_factory):
     root = tmp_path_factory.mktemp("repository")
     write_model(root, "Scale", factor=10)
     write_model(root, "Later", factor=100)
+    write_model(root, "Tenfold", factor=10)
+    write_ensemble(root, "Hundredfold", step="Tenfold")
     return root
 
 
@@ -127,18 +130,18 @@ def test_a_bound_name_may_not_be_a_repository_model(server):
 # --- the same management calls from every client, over HTTP and gRPC ---------------------------
 
 
-def client_call(kind, url, model, method, version=None):
-    """``method()`` of a new client of ``kind`` (sync, asyncio, futures), its result resolved."""
+def client_call(kind, url, model, method, version=None, **kwargs):
+    """``method(**kwargs)`` of a new client of ``kind`` (sync, asyncio, futures), its result resolved."""
     if kind == "sync":
         with ModelClient(url, model, version) as client:
-            return getattr(client, method)()
+            return getattr(client, method)(**kwargs)
     if kind == "futures":
         with FuturesModelClient(url, model, version) as client:
-            return getattr(client, method)().result()
+            return getattr(client, method)(**kwargs).result()
 
     async def run():
         async with AsyncioModelClient(url, model, version) as client:
-            return await getattr(client, method)()
+            return await getattr(client, method)(**kwargs)
 
     return asyncio.run(run())
 
@@ -163,6 +166,8 @@ def test_management_reads_from_every_client(server, kind, protocol):
     stats = client_call(kind, url, "Mul", "get_inference_statistics", version="2")["model_stats"]
     assert [entry["version"] for entry in stats] == ["2"]
     assert stats[0]["inference_count"] >= 1 and stats[0]["inference_stats"]["success"]["count"] >= 1
+    every = client_call(kind, url, "Mul", "get_inference_statistics", all_models=True)["model_stats"]
+    assert {entry["name"] for entry in every} >= {"Mul", "Scale"}
     with pytest.raises(PyTritonClientModelUnavailableError):
         client_call(kind, url, "NoSuchModel", "get_model_config")
 
@@ -176,3 +181,24 @@ def test_load_and_unload_from_every_client(server, kind, protocol):
     client_call(kind, url, "Later", "unload_model")
     triton.unload_model("Later")  # Triton's unload returns at once; this one waits until it is done
     assert states(triton.get_model_repository_index(), "Later") == {"1": "UNAVAILABLE"}
+
+
+def test_unload_dependents_unloads_the_models_loaded_for_an_ensemble(server):
+    triton, config = server
+    url = urls(config)
+    # Once only on a server: Triton 2.51 loading an ensemble whose composing model it unloaded
+    # before can start that model twice and leave one stub's shared memory behind.
+    triton.load_model("Hundredfold")  # Triton loads the model it uses (Tenfold) for it
+    assert infer(url["grpc"], "Hundredfold") == [100.0, 200.0]
+    with TritonRunner(url["grpc"]) as runner:
+        runner.unload_model("Hundredfold")  # without unload_dependents, what it used stays
+    assert triton.is_model_ready("Tenfold")
+    triton.load_model("Hundredfold")
+
+    async def unload_with_dependents():
+        async with AsyncioModelClient(url["http"], "Hundredfold") as client:
+            await client.unload_model(unload_dependents=True)
+
+    asyncio.run(unload_with_dependents())
+    assert states(triton.get_model_repository_index(), "Tenfold")["1"] in ("UNLOADING", "UNAVAILABLE")
+    triton.unload_model("Tenfold")  # waits until Triton is done

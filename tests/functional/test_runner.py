@@ -154,15 +154,44 @@ def test_management_calls(runner):
     assert runner.get_model_config("AddSub")["max_batch_size"] == 8
     index = {entry["name"]: entry for entry in runner.get_model_repository_index()}
     assert index["AddSub"]["state"] == "READY"
+    runner.AddSub.run(A, B)
     stats = runner.get_inference_statistics("AddSub")["model_stats"]
     assert [entry["name"] for entry in stats] == ["AddSub"]
+    assert stats[0]["inference_count"] >= 1 and stats[0]["inference_stats"]["success"]["count"] >= 1  # numbers
+    every = runner.get_inference_statistics()["model_stats"]
+    assert {entry["name"] for entry in every} >= {"AddSub", "NoBatch", "double-2"}
     with pytest.raises(PyTritonClientInferenceServerError, match="Nope"):
         runner.load_model("Nope")
 
 
+def shape_of(document):
+    """A JSON document with each value replaced by its type's name, and each list by its first item's shape."""
+    if isinstance(document, dict):
+        return {key: shape_of(value) for key, value in document.items()}
+    if isinstance(document, list):
+        return [shape_of(item) for item in document[:1]]
+    return type(document).__name__
+
+
+def test_http_and_grpc_answer_alike(server):
+    _, config = server
+    answers = {}
+    for protocol in PROTOCOLS:
+        with TritonRunner(url_of(config, protocol), init_timeout_s=30) as runner:
+            runner.AddSub.run(A, B)
+            answers[protocol] = (
+                runner.is_model_ready("AddSub"),
+                runner.get_model_config("AddSub"),
+                sorted(runner.get_model_repository_index(), key=lambda entry: entry["name"]),
+                shape_of(runner.get_inference_statistics("AddSub")),
+            )
+    assert answers["http"] == answers["grpc"]
+    assert answers["grpc"][3]["model_stats"][0]["inference_count"] == "int"
+
+
 def test_unload_and_load_again(runner):
     runner.NoBatch.run(np.ones(2, np.float32))
-    runner.unload_model("NoBatch")
+    runner.unload_model("NoBatch", unload_dependents=True)  # it has none: only the flag is checked
     try:
         assert runner.is_model_ready("NoBatch") is False
         index = {entry["name"]: entry for entry in runner.get_model_repository_index()}

@@ -107,6 +107,23 @@ def test_config_calls_per_protocol():
     assert http.set_model_config_response({"name": "M"}).model_version == 2
 
 
+def test_management_calls_per_protocol():
+    http, grpc = ClientCore("localhost", "M", "2", inference_timeout_s=9), ClientCore("grpc://localhost", "M", "2")
+    assert http.statistics_call(False, 1.0) == {"model_name": "M", "model_version": "2"}
+    assert grpc.statistics_call(True, 1.0) == {"model_name": "", "model_version": "", "client_timeout": 1.0}
+    assert http.load_call('{"x": 1}', None) == {"model_name": "M", "config": '{"x": 1}', "files": None}
+    assert http.unload_call(True) == {"model_name": "M", "unload_dependents": True}
+    assert grpc.unload_call(False) == {"model_name": "M", "unload_dependents": False, "client_timeout": 60.0}
+
+
+def test_management_flags_must_be_bools():
+    core = ClientCore("localhost", "M")
+    with pytest.raises(PyTritonClientValueError, match="unload_dependents must be True or False, got 1"):
+        core.unload_call(1)
+    with pytest.raises(PyTritonClientValueError, match="all_models must be True or False, got 'yes'"):
+        core.statistics_call("yes", 1.0)
+
+
 def test_errors_maps_and_names_the_operation():
     core = ClientCore("grpc://h:1", "M")
     with pytest.raises(PyTritonClientModelUnavailableError, match="^inference of model 'M'") as info:

@@ -17,6 +17,7 @@ def test_a_model_config_message_as_http_writes_it():
     assert as_dict["input"][0]["optional"] is False  # defaults written too
     assert as_dict["parameters"] == {"k": {"string_value": "v"}}
     assert as_dict["max_batch_size"] == 4
+    assert "response_cache" not in as_dict and "dynamic_batching" not in as_dict  # unset sub-messages: left out
 
 
 def test_statistics_counts_are_numbers():

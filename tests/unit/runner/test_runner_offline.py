@@ -1,4 +1,4 @@
-"""The runner's pure parts: result parsing for both protocols, management calls, argument checks."""
+"""The runner's pure parts: result parsing for both protocols, argument checks."""
 
 import numpy as np
 import pytest
@@ -6,13 +6,12 @@ import tritonclient.grpc
 from tritonclient.grpc import service_pb2
 
 from pytriton_like.client.exceptions import (
+    PyTritonClientClosedError,
     PyTritonClientInvalidUrlError,
     PyTritonClientModelUnavailableError,
     PyTritonClientValueError,
 )
-from pytriton_like.client.url import Protocol
 from pytriton_like.runner import RunResult, TritonRunner
-from pytriton_like.runner.management import management_call
 
 
 class FakeHttpResult:
@@ -75,29 +74,6 @@ def test_get_response_is_a_copy():
     assert result.get_output("add")["name"] == "add"
 
 
-@pytest.mark.parametrize("protocol", list(Protocol))
-def test_management_calls_unwrap_grpc_json_to_the_http_shape(protocol):
-    grpc = protocol is Protocol.GRPC
-    index = management_call(protocol, "get_model_repository_index")
-    answer = {"models": [{"name": "m"}]} if grpc else [{"name": "m"}]
-    assert index.unwrap(answer) == [{"name": "m"}]
-    assert index.kwargs == ({"as_json": True} if grpc else {})
-    config = management_call(protocol, "get_model_config", model_name="m", model_version=2)
-    assert config.kwargs["model_version"] == "2" and config.model_name == "m"
-    assert config.unwrap({"config": {"name": "m"}} if grpc else {"name": "m"}) == {"name": "m"}
-    assert management_call(protocol, "is_model_ready", model_name="m").unwrap(1) is True
-    load = management_call(protocol, "load_model", model_name="m", config='{"x": 1}')
-    assert load.kwargs == {"model_name": "m", "config": '{"x": 1}', "files": None}
-    assert load.unwrap(object()) is None
-    stats = management_call(protocol, "get_inference_statistics")
-    assert stats.kwargs["model_name"] == "" and stats.model_name is None
-
-
-def test_unknown_management_method():
-    with pytest.raises(ValueError, match="no management method 'reboot'"):
-        management_call(Protocol.HTTP, "reboot")
-
-
 def test_bad_url_and_timeouts_fail_at_construction():
     with pytest.raises(PyTritonClientInvalidUrlError):
         TritonRunner("ftp://host")
@@ -111,3 +87,15 @@ def test_unreachable_server_is_a_clear_error():
         with pytest.raises(PyTritonClientModelUnavailableError, match="cannot reach the server"):
             runner.get_model_repository_index()
         assert "get_model_config" in dir(runner)  # dir() does not fail without a server
+
+
+def test_management_arguments_checked_before_any_io():
+    with TritonRunner("http://127.0.0.1:9") as runner:
+        with pytest.raises(PyTritonClientValueError, match="model_version '2' was given without a model_name"):
+            runner.get_inference_statistics(model_version="2")
+        with pytest.raises(PyTritonClientValueError, match="model_name must be a non-empty string"):
+            runner.is_model_ready("")
+        with pytest.raises(PyTritonClientValueError, match="unload_dependents must be True or False"):
+            runner.unload_model("m", unload_dependents="yes")
+    with pytest.raises(PyTritonClientClosedError, match="is closed"):
+        runner.get_model_config("m")
