@@ -2,6 +2,7 @@
 of a bound model, unload / load / index / config / statistics from the Triton object and from clients."""
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -103,8 +104,15 @@ def test_unload_and_load_a_bound_model_from_the_triton_object(server):
     triton.load_model("Mul")  # its workers stayed up; the new stubs connect to them
     assert triton.is_model_ready("Mul", 1) and triton.is_model_ready("Mul", 2)
     assert infer(url, "Mul", 1) == [2.0, 4.0]
-    stats = triton.get_inference_statistics("Mul")["model_stats"]
-    assert {entry["version"]: entry["inference_count"] > 0 for entry in stats} == {"1": True, "2": False}
+    # Triton records an execution's statistics just after its response goes out: poll a while.
+    deadline = time.monotonic() + 10
+    while True:
+        stats = triton.get_inference_statistics("Mul")["model_stats"]
+        counted = {entry["version"]: entry["inference_count"] > 0 for entry in stats}
+        if counted["1"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert counted == {"1": True, "2": False}
     assert {entry["name"] for entry in triton.get_inference_statistics()["model_stats"]} >= {"Mul", "Scale"}
     assert triton.get_model_config("Scale")["max_batch_size"] == 8
 
