@@ -1,9 +1,7 @@
 """Read a hand-written config.pbtxt the way tritonserver will, and name what is wrong in it."""
 
 import pathlib
-
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
+from typing import Any
 
 from ..exceptions import PyTritonModelConfigError
 
@@ -12,8 +10,8 @@ __all__ = ["CONFIG_FILE_NAME", "parse_config_file"]
 CONFIG_FILE_NAME = "config.pbtxt"
 
 
-def parse_config_file(model_dir: pathlib.Path) -> model_config_pb2.ModelConfig:
-    """Parse ``model_dir/config.pbtxt`` with Triton's own message type.
+def parse_config_file(model_dir: pathlib.Path) -> Any:
+    """Parse ``model_dir/config.pbtxt`` with Triton's own message type (``model_config_pb2.ModelConfig``).
 
     Args:
         model_dir: a model's folder in a model repository; its name is the model's.
@@ -22,6 +20,10 @@ def parse_config_file(model_dir: pathlib.Path) -> model_config_pb2.ModelConfig:
         PyTritonModelConfigError: the file is missing or unreadable, does not parse (the message names
             the line and column), or names another model.
     """
+    # Imported here: tritonclient.grpc loads grpc, which serving bound models alone does not need.
+    from google.protobuf import text_format  # noqa: PLC0415
+    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
+
     name = model_dir.name
     path = model_dir / CONFIG_FILE_NAME
     try:

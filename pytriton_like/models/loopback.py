@@ -8,16 +8,16 @@ inference timeout, and its error says that a cycle may be the cause.
 """
 
 import asyncio
-import contextlib
 import logging
 import threading
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
-from ..client.aio import AsyncioModelClient
-from ..client.exceptions import PyTritonClientTimeoutError
-from ..client.sync import ModelClient
 from ..exceptions import PyTritonInvalidOperationError, PyTritonValidationError
 from ..server.config import TritonConfig
+
+if TYPE_CHECKING:  # the clients are imported at first use: serving alone need not load them
+    from ..client.aio import AsyncioModelClient
+    from ..client.sync import ModelClient
 
 __all__ = ["LoopbackClients", "DEFAULT_LOOPBACK_TIMEOUT_S", "loopback_url"]
 
@@ -62,13 +62,14 @@ class LoopbackClients:
         self.url = url
         self._lock = threading.Lock()
         self._closed = False
-        self._sync: Dict[_Key, ModelClient] = {}
-        self._async: Dict[asyncio.AbstractEventLoop, Dict[_Key, AsyncioModelClient]] = {}
+        self._sync: Dict[_Key, "ModelClient"] = {}
+        self._async: Dict[asyncio.AbstractEventLoop, Dict[_Key, "AsyncioModelClient"]] = {}
 
     def client(
         self, caller: str, model_name: str, model_version=None, inference_timeout_s: Optional[float] = None
-    ) -> ModelClient:
+    ) -> "ModelClient":
         """A ``ModelClient`` of ``model_name`` for a callable of model ``caller``."""
+        from .loopback_clients import LoopbackClient  # noqa: PLC0415 - see the imports
         if _running_loop() is not None:
             raise PyTritonInvalidOperationError(
                 f"model {caller!r}: triton_context.client() blocks, and this thread runs an event loop;"
@@ -79,13 +80,14 @@ class LoopbackClients:
             self._check_open(caller)
             client = self._sync.get(key)
             if client is None:
-                client = self._sync[key] = _LoopbackClient(self.url, *key)
+                client = self._sync[key] = LoopbackClient(self.url, *key)
         return client
 
     def async_client(
         self, caller: str, model_name: str, model_version=None, inference_timeout_s: Optional[float] = None
-    ) -> AsyncioModelClient:
+    ) -> "AsyncioModelClient":
         """An ``AsyncioModelClient`` of ``model_name`` for a coroutine of model ``caller``, in its loop."""
+        from .loopback_clients import AsyncLoopbackClient  # noqa: PLC0415 - see the imports
         loop = _running_loop()
         if loop is None:
             raise PyTritonInvalidOperationError(
@@ -98,7 +100,7 @@ class LoopbackClients:
             clients = self._async.setdefault(loop, {})
             client = clients.get(key)
             if client is None:
-                client = clients[key] = _AsyncLoopbackClient(self.url, *key)
+                client = clients[key] = AsyncLoopbackClient(self.url, *key)
         return client
 
     def close(self) -> None:
@@ -115,57 +117,6 @@ class LoopbackClients:
     def _check_open(self, caller: str) -> None:
         if self._closed:
             raise PyTritonInvalidOperationError(f"model {caller!r}: the server is stopping; no more calls of models")
-
-
-class _LoopbackClient(ModelClient):
-    """A ``ModelClient`` whose inference timeout error explains the deadlock it may stand for."""
-
-    def __init__(self, url: str, caller: str, model_name: str, model_version: Optional[str], timeout_s: float):
-        # The server runs already: a model that is not ready within the timeout will not be soon.
-        super().__init__(url, model_name, model_version, init_timeout_s=timeout_s, inference_timeout_s=timeout_s)
-        self._caller = caller
-
-    def infer_sample(self, *inputs, **kwargs):
-        with _explain_timeout(self._caller, self.model_name):
-            return super().infer_sample(*inputs, **kwargs)
-
-    def infer_batch(self, *inputs, **kwargs):
-        with _explain_timeout(self._caller, self.model_name):
-            return super().infer_batch(*inputs, **kwargs)
-
-
-class _AsyncLoopbackClient(AsyncioModelClient):
-    """An ``AsyncioModelClient`` whose inference timeout error explains the deadlock it may stand for."""
-
-    def __init__(self, url: str, caller: str, model_name: str, model_version: Optional[str], timeout_s: float):
-        super().__init__(url, model_name, model_version, init_timeout_s=timeout_s, inference_timeout_s=timeout_s)
-        self._caller = caller
-
-    async def infer_sample(self, *inputs, **kwargs):
-        with _explain_timeout(self._caller, self.model_name):
-            return await super().infer_sample(*inputs, **kwargs)
-
-    async def infer_batch(self, *inputs, **kwargs):
-        with _explain_timeout(self._caller, self.model_name):
-            return await super().infer_batch(*inputs, **kwargs)
-
-
-@contextlib.contextmanager
-def _explain_timeout(caller: str, callee: str) -> Iterator[None]:
-    try:
-        yield
-    except PyTritonClientTimeoutError as exc:
-        cycle = f"{caller} -> {callee}" + ("" if caller == callee else " -> ... -> " + caller)
-        raise PyTritonClientTimeoutError(
-            f"model {caller!r} called model {callee!r} and got no answer in time ({exc.message}). If every"
-            f" instance of {callee!r} is busy waiting for calls like this one, in a cycle ({cycle}), none can"
-            f" finish: break the cycle, or give {callee!r} more instances than its callers can keep busy."
-            " A model that is only slow needs a larger inference_timeout_s in triton_context.client()",
-            timeout_s=exc.timeout_s,
-            model_name=exc.model_name,
-            model_version=exc.model_version,
-            url=exc.url,
-        ) from exc
 
 
 def _key(caller: str, model_name: str, model_version, inference_timeout_s: Optional[float]) -> _Key:
@@ -187,7 +138,7 @@ def _running_loop() -> Optional[asyncio.AbstractEventLoop]:
         return None
 
 
-def _close_in_loop(loop: asyncio.AbstractEventLoop, clients: List[AsyncioModelClient]) -> None:
+def _close_in_loop(loop: asyncio.AbstractEventLoop, clients: List["AsyncioModelClient"]) -> None:
     """Close asyncio clients in their own loop, which another thread owns.
 
     At stop the server is gone, so no callable runs on a loop that is not running: running it

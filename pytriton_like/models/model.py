@@ -3,15 +3,17 @@
 import logging
 import os
 import pathlib
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
 from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
 from ..worker.strategy import Worker, start_worker
-from .loopback import LoopbackClients
 from .repository import remove_version_entry, write_version_entry
+
+if TYPE_CHECKING:
+    from .loopback import LoopbackClients
 
 __all__ = ["Model"]
 
@@ -46,7 +48,7 @@ class Model:
         sockets: pathlib.Path,
         on_unrecoverable: Callable,
         shm_limit: Optional[int] = None,
-        loopback: Optional[LoopbackClients] = None,
+        loopback: Optional["LoopbackClients"] = None,
     ) -> None:
         """Start the workers (their sockets bound) and write the version's folder in the repository.
 

@@ -4,6 +4,7 @@ stub, under another interpreter setup: it may import only the stdlib, numpy, zmq
 
 import ast
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -74,3 +75,13 @@ def test_the_check_catches_a_package_import(tmp_path):
     found = [(level, top) for _, level, top, _ in imports_of(sample)]
     assert found == [(0, "os"), (2, "exceptions"), (0, "pytriton_like"), (1, None), (0, "importlib")]
     assert list(dynamic_imports_of(sample)) == [6]
+
+
+def test_serving_alone_does_not_import_the_client_side():
+    # The clients (tritonclient, grpc, aiohttp) cost about 30 MiB and 0.2 s: loaded only when used.
+    code = (
+        "import sys, pytriton_like.triton; "
+        "print(sorted(m for m in ('tritonclient', 'grpc', 'aiohttp', 'google.protobuf') if m in sys.modules))"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "[]"
