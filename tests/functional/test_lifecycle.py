@@ -122,26 +122,8 @@ SERVE_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_serve_stops_cleanly_on_signal(signum):
-    ports = [free_port() for _ in range(3)]
-    with subprocess.Popen(
-        [sys.executable, "-c", SERVE_SCRIPT, *map(str, ports)], stdout=subprocess.PIPE, text=True,
-    ) as process:
-        try:
-            wait_until_ready(ports[0], process)
-            process.send_signal(signum)
-            output, _ = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-    assert process.returncode == 0
-    assert "STOPPED" in output
-    assert not any(port_listening(port) for port in ports)
-
-
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_while_starting_cuts_the_start_short_cleanly(signum):
+def signal_serving_script(signum, when):
+    """Run SERVE_SCRIPT, send it ``signum`` once ``when(ports, process)`` returns; it must exit cleanly."""
     ports = [free_port() for _ in range(3)]
     script = SERVE_SCRIPT.replace("    triton.serve()", "    print('STARTING', flush=True)\n    triton.serve()")
     with subprocess.Popen(
@@ -149,7 +131,7 @@ def test_a_signal_while_starting_cuts_the_start_short_cleanly(signum):
     ) as process:
         try:
             assert process.stdout.readline() == "STARTING\n"
-            time.sleep(0.3)  # inside run(): the server is being started
+            when(ports, process)
             process.send_signal(signum)
             output, _ = process.communicate(timeout=60)
         finally:
@@ -158,6 +140,16 @@ def test_a_signal_while_starting_cuts_the_start_short_cleanly(signum):
     assert process.returncode == 0
     assert "STOPPED" in output
     assert not any(port_listening(port) for port in ports)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_cleanly_on_signal(signum):
+    signal_serving_script(signum, when=lambda ports, process: wait_until_ready(ports[0], process))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_starting_cuts_the_start_short_cleanly(signum):
+    signal_serving_script(signum, when=lambda ports, process: time.sleep(0.3))  # inside run(): starting
 
 
 def wait_until_ready(http_port, process, timeout_s=120):
