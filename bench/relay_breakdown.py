@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Where a tiny request's time goes inside the server: Triton's statistics and the relay's metrics.
+
+Serves `Double` (y = 2x, @batch, max_batch_size 64) from pytriton_like, sends 300 warm-up and then
+3,000 sequential HTTP requests of a [1, 8] FP32 input, and prints per request: the client's median
+latency, Triton's time per phase (queue, compute_input, compute_infer = the stub's execute,
+compute_output) and the relay's own split of compute_infer (time in the callable, time in the relay).
+
+Usage: .venv/bin/python bench/relay_breakdown.py
+"""
+
+import json
+import re
+import socket
+import time
+import urllib.request
+
+import numpy as np
+import tritonclient.http as httpclient
+
+from pytriton_like.decorators import batch
+from pytriton_like.model_config import ModelConfig, Tensor
+from pytriton_like.triton import Triton, TritonConfig
+
+WARM_UP, REQUESTS = 300, 3000
+
+
+@batch
+def double(x):
+    return {"y": x * 2}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url) as response:
+        return response.read().decode()
+
+
+def relay_counters(metrics_url: str) -> dict:
+    found = {}
+    for line in fetch(metrics_url).splitlines():
+        match = re.match(r'(pytriton_like_\w+)\{model="Double"[^}]*\} (\S+)', line)
+        if match and "failures" not in match[1]:
+            found[match[1]] = float(match[2])
+    return found
+
+
+def main() -> None:
+    config = TritonConfig(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
+    http = f"127.0.0.1:{config.http_port}"
+    metrics_url = f"http://127.0.0.1:{config.metrics_port}/metrics"
+    with Triton(config=config) as triton:
+        triton.bind("Double", double, inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
+                    outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))],
+                    config=ModelConfig(max_batch_size=64))
+        triton.run()
+        client = httpclient.InferenceServerClient(http)
+        request = httpclient.InferInput("x", [1, 8], "FP32")
+        request.set_data_from_numpy(np.ones((1, 8), np.float32), binary_data=True)
+        for _ in range(WARM_UP):
+            client.infer("Double", [request])
+        time.sleep(1.5)  # the relay publishes its metrics once a second
+        stats_url = f"http://{http}/v2/models/Double/stats"
+        before, relay_before = json.loads(fetch(stats_url)), relay_counters(metrics_url)
+        latencies = []
+        for _ in range(REQUESTS):
+            started = time.perf_counter()
+            client.infer("Double", [request])
+            latencies.append(time.perf_counter() - started)
+        time.sleep(1.5)
+        after, relay_after = json.loads(fetch(stats_url)), relay_counters(metrics_url)
+        client.close()
+    print(f"client latency, median: {np.median(latencies) * 1e3:.3f} ms ({REQUESTS} sequential HTTP requests)")
+    first, last = before["model_stats"][0]["inference_stats"], after["model_stats"][0]["inference_stats"]
+    for phase in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
+        print(f"Triton {phase:15s} {(last[phase]['ns'] - first[phase]['ns']) / REQUESTS / 1e3:7.1f} us per request")
+    for name in ("pytriton_like_callable_duration_us", "pytriton_like_relay_duration_us"):
+        print(f"{name:36s} {(relay_after[name] - relay_before[name]) / REQUESTS:7.1f} us per request")
+
+
+if __name__ == "__main__":
+    main()
