@@ -45,7 +45,7 @@ from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, server_argv
 from .server.control import ControlError, ServerControl
 from .server.process import ServerProcess, check_ports_free, wait_for_exits
-from .server.workspace import Workspace
+from .server.workspace import Workspace, remove_orphaned_workspaces
 
 if TYPE_CHECKING:
     from .runner import TritonRunner
@@ -363,6 +363,7 @@ class Triton:
         repository_models = self._startup_repository_models()
         known = self._repository.snapshot() if self._repository is not None else {}
         unlink_orphaned_segments()
+        remove_orphaned_workspaces()
         bundle = find_bundle()
         config = self._config
         check_ports_free(config.ports, _bind_address(config))

@@ -5,11 +5,12 @@ import os
 import pathlib
 import shutil
 import tempfile
-from typing import Union
+from typing import List, Union
 
+from ..proxy.shm import process_alive
 from .bundle import TritonBundle
 
-__all__ = ["Workspace", "WORKSPACE_PREFIX"]
+__all__ = ["Workspace", "WORKSPACE_PREFIX", "remove_orphaned_workspaces"]
 
 WORKSPACE_PREFIX = "pytriton_like-"
 
@@ -55,3 +56,23 @@ class Workspace:
             return
         for folder in (self.model_repository, self.backends, self.sockets):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_orphaned_workspaces(folder: Union[str, pathlib.Path, None] = None) -> List[pathlib.Path]:
+    """Remove the temporary workspaces whose owner process is gone (it was killed: nobody else will).
+
+    Args:
+        folder: where temporary workspaces are made (default: the system's temporary folder).
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    for path in pathlib.Path(folder or tempfile.gettempdir()).glob(f"{WORKSPACE_PREFIX}*-*"):
+        owner = path.name[len(WORKSPACE_PREFIX) :].split("-", 1)[0]
+        if path.is_dir() and owner.isdigit() and not process_alive(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    if removed:
+        logger.info("removed %d workspaces left by killed processes", len(removed))
+    return removed
