@@ -2,7 +2,8 @@
 
 Stdlib and numpy only: this module runs inside the Python-backend stub too.
 
-A message is a list of ZeroMQ frames: a JSON header, then one frame per tensor sent inline.
+A message is a list of frames (transport.py carries them): a JSON header, then one frame per
+tensor sent inline.
 Header fields::
 
     v   protocol version (PROTOCOL_VERSION)

@@ -15,7 +15,7 @@ __all__ = ["BatchHandler", "DEFAULT_SHM_THRESHOLD"]
 
 logger = logging.getLogger(__name__)
 
-# Tensors from this size on travel through shared memory, smaller ones as ZeroMQ frames.
+# Tensors from this size on travel through shared memory, smaller ones as frames of the message.
 DEFAULT_SHM_THRESHOLD = 64 * 1024
 # Triton's request flags (TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END).
 SEQUENCE_START = 1
