@@ -73,7 +73,7 @@ class InstanceWorker:
 
     def close(self) -> None:
         """Stop the thread; a callable that is still running is waited for only a while."""
-        if self._thread.is_alive():
+        with contextlib.suppress(OSError):  # the thread may have ended and closed its end already
             self._wake_writer.send(b"x")
         self._thread.join(_CLOSE_TIMEOUT_S)
         if self._thread.is_alive():
