@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
+from ..proxy.transport import UNIX_SCHEME, ZMQ_SCHEME
 from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
 from ..worker.strategy import Worker, start_worker
@@ -61,7 +62,8 @@ class Model:
         handler = self._handler = BatchHandler(
             self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
         )
-        addresses = [f"ipc://{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
+        scheme = ZMQ_SCHEME if self.config.decoupled else UNIX_SCHEME
+        addresses = [f"{scheme}{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
         for index, (infer_func, address) in enumerate(zip(self._infer_funcs, addresses)):
             attach_triton_context(infer_func, TritonContext(model_config=self.config, loopback=loopback))
             self._workers.append(

@@ -3,7 +3,6 @@
 import time
 
 import triton_python_backend_utils as pb_utils  # provided by the stub
-import zmq
 
 from .connection import Connection, RelayError, request_items
 from .metrics import RelayMetrics
@@ -34,9 +33,9 @@ class BatchRelay:
             frames = encode_message(
                 Kind.BATCH, batch_id, self.items(requests), arena=self._arena, threshold=connection.shm_threshold
             )
-            connection.socket.send_multipart(frames)
+            connection.send(frames)
             result = connection.receive(batch_id)
-        except (RelayError, ProtocolError, MemoryError, TypeError, zmq.ZMQError) as exc:
+        except (RelayError, ProtocolError, MemoryError, TypeError) as exc:
             message = f"pytriton_like relay failed for model {connection.model!r}: {type(exc).__name__}: {exc}"
             self._metrics.record(count, execute_ns=time.perf_counter_ns() - started, relay_errors=count)
             return [error_response(message) for _ in requests]

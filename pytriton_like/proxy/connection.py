@@ -4,10 +4,9 @@ import itertools
 import json
 import os
 
-import zmq
-
 from .protocol import Kind, Message, ProtocolError, decode_message, encode_message
 from .shm import ArenaReader, process_alive
+from .transport import ChannelClosed, FramingError, connect
 from .watchdog import exit_with_owner, stub_region
 
 __all__ = ["Connection", "RelayError", "request_items", "sequence_request_items"]
@@ -21,7 +20,7 @@ class RelayError(Exception):
 
 
 class Connection:
-    """One model instance's DEALER socket to its worker, connected and greeted.
+    """One model instance's channel to its worker (transport.py), connected and greeted.
 
     Reads relay.json (written by the user process next to model.py) for the worker's address.
     """
@@ -41,13 +40,13 @@ class Connection:
         self.ids = itertools.count(1)
         self.reader = ArenaReader()
         exit_with_owner(self.owner_pid)
-        self.context = zmq.Context()
-        self.socket = self.context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.RCVTIMEO, LIVENESS_PERIOD_MS)
         try:
-            self.socket.connect(self.address)
-            self.socket.send_multipart(
+            self.channel = connect(self.address)
+        except OSError as exc:
+            self.reader.close()
+            raise RelayError(f"cannot reach the worker at {self.address}: {exc}") from exc
+        try:
+            self.send(
                 encode_message(
                     Kind.HELLO,
                     extra={"instance": args["model_instance_name"], "pid": os.getpid(), "region": stub_region()},
@@ -61,6 +60,13 @@ class Connection:
             self.close()
             raise
 
+    def send(self, frames) -> None:
+        """Send one message; RelayError if the worker is gone."""
+        try:
+            self.channel.send(frames)
+        except OSError as exc:
+            raise RelayError(f"cannot send to the worker at {self.address}: {exc}") from exc
+
     def receive(self, batch_id: int, timeout_ms: int = -1) -> Message:
         """The answer to ``batch_id``; waits while the user process lives (and ``timeout_ms``).
 
@@ -69,9 +75,10 @@ class Connection:
         waited = 0
         while True:
             try:
-                frames = self.socket.recv_multipart()  # RCVTIMEO: one call, no poll first
-            except zmq.Again:
-                frames = None
+                frames = self.channel.recv(LIVENESS_PERIOD_MS)
+            except (ChannelClosed, FramingError, OSError) as exc:
+                # a stream socket cannot resync after bad framing, and a closed one is a dead worker
+                raise RelayError(f"lost the worker at {self.address}: {exc}") from exc
             if frames is not None:
                 message = decode_message(frames, self.reader)
                 if message.batch_id != batch_id:
@@ -88,8 +95,7 @@ class Connection:
             raise RelayError(f"the user process (pid {self.owner_pid}) that serves the model is gone")
 
     def close(self) -> None:
-        self.socket.close(linger=0)
-        self.context.term()
+        self.channel.close()
         self.reader.close()
 
 

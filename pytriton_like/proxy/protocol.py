@@ -2,7 +2,8 @@
 
 Stdlib and numpy only: this module runs inside the Python-backend stub too.
 
-A message is a list of ZeroMQ frames: a JSON header, then one frame per tensor sent inline.
+A message is a list of frames (transport.py carries them): a JSON header, then one frame per
+tensor sent inline.
 Header fields::
 
     v   protocol version (PROTOCOL_VERSION)
@@ -67,6 +68,13 @@ class Flags(enum.IntFlag):
 
     NONE = 0
     FINAL = 1  # no more RESULTs follow for this batch (always set for non-streaming models)
+
+
+# Enum calls and json.dumps with separators cost a microsecond or more each, several times a
+# message: the relay's per-request cost is what these save (docs/performance.md).
+_KINDS = {int(kind): kind for kind in Kind}
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_DECODER = json.JSONDecoder()
 
 
 class ProtocolError(Exception):
@@ -134,7 +142,7 @@ def encode_message(
         header["f"] = int(flags)
     if extra:
         header["x"] = extra
-    frames[0] = json.dumps(header, separators=(",", ":")).encode()
+    frames[0] = _ENCODER.encode(header).encode()
     return frames
 
 
@@ -148,7 +156,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
     if not frames:
         raise ProtocolError("empty message")
     try:
-        header = json.loads(bytes(_buffer(frames[0])))
+        header = _DECODER.decode(str(_buffer(frames[0]), "utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -156,14 +164,14 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
     if header.get("v") != PROTOCOL_VERSION:
         raise ProtocolError(f"protocol version {header.get('v')!r}, expected {PROTOCOL_VERSION}")
     try:
-        kind = Kind(header["k"])
+        kind = _KINDS[header["k"]]
         batch_id = int(header.get("id", 0))
         items = header.get("r", [])
         if not isinstance(items, list):
             raise ProtocolError("'r' must be a list")
         arena_name = header.get("a")
         tensors = [_decode_item(item, frames, reader, arena_name, writable) for item in items]
-        flags = Flags(int(header.get("f", 0)) & Flags.FINAL)
+        flags = Flags.FINAL if int(header.get("f", 0)) & Flags.FINAL else Flags.NONE
     except ProtocolError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, OSError, OverflowError) as exc:
@@ -180,8 +188,8 @@ def _decode_item(item, frames, reader, arena_name, writable) -> Dict[str, np.nda
         raise ProtocolError("an item must be an object")
     arrays = {}
     for ref in item.get("t", ()):
-        shape = tuple(int(d) for d in ref["s"])
-        if any(d < 0 for d in shape):
+        shape = tuple(map(int, ref["s"]))
+        if shape and min(shape) < 0:
             raise ProtocolError(f"negative dimension in shape {shape}")
         if "f" in ref:
             index = int(ref["f"])

@@ -35,9 +35,9 @@ class StreamRelay:
         self._senders: Dict[int, List[Optional[object]]] = {}  # batch id -> senders (None once done)
         self._lock = threading.Lock()
         inbox = f"inproc://pytriton_like-batches-{id(self)}"
-        self._inbox = connection.context.socket(zmq.PAIR)  # the relay thread's end
+        self._inbox = connection.channel.context.socket(zmq.PAIR)  # the relay thread's end
         self._inbox.bind(inbox)
-        self._outbox = connection.context.socket(zmq.PAIR)  # execute's end
+        self._outbox = connection.channel.context.socket(zmq.PAIR)  # execute's end
         self._outbox.connect(inbox)
         self._thread = threading.Thread(target=self._run, name="pytriton_like-stream-relay", daemon=True)
         self._thread.start()
@@ -60,7 +60,7 @@ class StreamRelay:
     def _run(self) -> None:
         connection = self._connection
         poller = zmq.Poller()
-        poller.register(connection.socket, zmq.POLLIN)
+        poller.register(connection.channel.socket, zmq.POLLIN)
         poller.register(self._inbox, zmq.POLLIN)
         while True:
             events = dict(poller.poll(LIVENESS_PERIOD_MS))
@@ -68,10 +68,10 @@ class StreamRelay:
                 frames = self._inbox.recv_multipart()
                 if frames == _STOP:
                     return
-                connection.socket.send_multipart(frames)
-            if connection.socket in events:
+                connection.channel.socket.send_multipart(frames)
+            if connection.channel.socket in events:
                 try:
-                    self._dispatch(decode_message(connection.socket.recv_multipart(), connection.reader))
+                    self._dispatch(decode_message(connection.channel.socket.recv_multipart(), connection.reader))
                 except ProtocolError as exc:
                     logger.error("model %s: dropping a malformed message: %s", connection.model, exc)
             if not events:

@@ -15,7 +15,7 @@ __all__ = ["BatchHandler", "DEFAULT_SHM_THRESHOLD"]
 
 logger = logging.getLogger(__name__)
 
-# Tensors from this size on travel through shared memory, smaller ones as ZeroMQ frames.
+# Tensors from this size on travel through shared memory, smaller ones as frames of the message.
 DEFAULT_SHM_THRESHOLD = 64 * 1024
 # Triton's request flags (TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END).
 SEQUENCE_START = 1
@@ -54,7 +54,7 @@ class BatchHandler:
         requests = [
             Request(
                 data=tensors,
-                parameters=json.loads(item["p"]) if item.get("p") else {},
+                parameters=_parameters(item.get("p")),
                 requested_output_names=item.get("q") or None,
             )
             for item, tensors in zip(message.items, message.tensors)
@@ -120,6 +120,11 @@ class BatchHandler:
         except OutputError as exc:
             logger.error("model %s: %s", self.model_name, exc)
             return {"e": f"model {self.model_name!r}: {exc}"}, {}
+
+
+def _parameters(text: Optional[str]) -> dict:
+    # most requests have none: "{}" needs no parser
+    return json.loads(text) if text and text != "{}" else {}
 
 
 def _timing(callable_ns: Optional[int]) -> Optional[Dict[str, int]]:

@@ -4,15 +4,18 @@ One thread per instance: receive a batch, run the callable, reply — the stub s
 at a time, so nothing waits behind a running callable.
 """
 
+import contextlib
 import logging
+import os
+import selectors
+import socket
 import threading
 import time
 from typing import Optional
 
-import zmq
-
 from ..proxy.protocol import Flags, Kind, ProtocolError, decode_message, encode_message
 from ..proxy.shm import ArenaReader, ArenaWriter
+from ..proxy.transport import UNIX_SCHEME, FramingError, recv_frames, send_frames
 from .calling import BatchCall
 from .handling import BatchHandler
 
@@ -25,11 +28,15 @@ _CLOSE_TIMEOUT_S = 10
 
 
 class InstanceWorker:
-    """Serves one model instance: owns its ZeroMQ context and socket, its output arena and a thread.
+    """Serves one model instance: owns its Unix socket, its stubs' connections, its output arena
+    and a thread.
+
+    Normally one stub connects; each connection is served in turn (transport.py frames the
+    messages). A connection that breaks the framing is logged and closed: a stream cannot resync.
 
     Args:
         call: the bound callable in the internal shape ``Requests -> Responses``; closed with the worker.
-        address: ipc address to bind.
+        address: ``unix://PATH`` to bind.
         arena_tag: names this worker's shared-memory arena.
         shm_limit: the largest arena it may use, in bytes (None: as large as a message needs).
     """
@@ -48,10 +55,17 @@ class InstanceWorker:
         self._call = call
         self._arena = ArenaWriter(owner_pid, arena_tag, shm_limit)
         self._reader = ArenaReader()
-        self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.bind(address)
+        if not address.startswith(UNIX_SCHEME):
+            raise ValueError(f"a worker binds {UNIX_SCHEME}PATH, got {address!r}")
+        self._path = address[len(UNIX_SCHEME) :]
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self._path)
+        self._listener.listen()
+        # close() wakes the thread through this pair; the thread closes every socket itself
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self._selector.register(self._wake_reader, selectors.EVENT_READ)
         self._failed = None  # why the worker serves no more, once it failed
         self._busy = False
         self._thread = threading.Thread(target=self._serve, name=f"pytriton_like-{arena_tag}", daemon=True)
@@ -59,11 +73,10 @@ class InstanceWorker:
 
     def close(self) -> None:
         """Stop the thread; a callable that is still running is waited for only a while."""
-        # term() ends the blocking receive; it waits for the thread to close the socket.
-        terminator = threading.Thread(target=self._context.term, daemon=True)
-        terminator.start()
-        terminator.join(_CLOSE_TIMEOUT_S)
-        if terminator.is_alive():
+        with contextlib.suppress(OSError):  # the thread may have ended and closed its end already
+            self._wake_writer.send(b"x")
+        self._thread.join(_CLOSE_TIMEOUT_S)
+        if self._thread.is_alive():
             logger.warning("model %s: a callable is still running; leaving its worker behind", self._handler.model_name)
 
     @property
@@ -74,19 +87,44 @@ class InstanceWorker:
     def _serve(self) -> None:
         try:
             while True:
-                peer, *frames = self._socket.recv_multipart()
-                self._busy = True
-                reply = self._handle(frames)
-                self._busy = False
-                if reply is not None:
-                    self._socket.send_multipart([peer, *reply])
-        except zmq.ContextTerminated:
-            pass
+                for key, _ in self._selector.select():
+                    if key.fileobj is self._wake_reader:
+                        return
+                    if key.fileobj is self._listener:
+                        peer, _ = self._listener.accept()
+                        self._selector.register(peer, selectors.EVENT_READ)
+                    else:
+                        self._serve_one(key.fileobj)
         finally:
             self._call.close()
-            self._socket.close(linger=0)
+            for key in list(self._selector.get_map().values()):
+                key.fileobj.close()
+            self._selector.close()
+            self._wake_writer.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path)
             self._arena.close()
             self._reader.close()
+
+    def _serve_one(self, peer: socket.socket) -> None:
+        """Answer the message waiting on ``peer``; drop the connection if it closed or broke the framing."""
+        try:
+            frames = recv_frames(peer)
+            self._busy = True
+            reply = self._handle(frames)
+            self._busy = False
+            if reply is not None:
+                send_frames(peer, reply)
+        except ConnectionError:  # the stub closed its end (ChannelClosed) or went away
+            self._drop(peer)
+        except (FramingError, OSError) as exc:
+            logger.error("model %s: closing a broken connection: %s", self._handler.model_name, exc)
+            self._drop(peer)
+
+    def _drop(self, peer: socket.socket) -> None:
+        self._busy = False
+        self._selector.unregister(peer)
+        peer.close()
 
     def _handle(self, frames):
         try:

@@ -1,4 +1,4 @@
-"""The proxy model (as Triton's stub would run it) against the real worker, over real ZeroMQ ipc
+"""The proxy model (as Triton's stub would run it) against the real worker, over real Unix
 sockets and /dev/shm, with a stand-in for the stub's ``triton_python_backend_utils``."""
 
 import contextlib
@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -19,13 +20,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-import zmq
 
 from pytriton_like.exceptions import PyTritonUnrecoverableError
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton_like.models.repository import write_version_entry
 from pytriton_like.proxy.protocol import Kind, decode_message, encode_message
 from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
+from pytriton_like.proxy.transport import recv_frames, send_frames
 from pytriton_like.worker.calling import BatchCall
 from pytriton_like.worker.handling import DEFAULT_SHM_THRESHOLD, BatchHandler
 from pytriton_like.worker.instance import InstanceWorker
@@ -180,7 +181,7 @@ class Relay:
             raise
 
     def _start(self, calls, shm_threshold, sequence):
-        addresses = [f"ipc://{self.sockets}/{self.tag}-{index}" for index in range(len(calls))]
+        addresses = [f"unix://{self.sockets}/{self.tag}-{index}" for index in range(len(calls))]
         for index, (call, address) in enumerate(zip(calls, addresses)):
             # No declared outputs and not strict: outputs pass as returned (checks are unit-tested).
             handler = BatchHandler(
@@ -522,42 +523,54 @@ def test_a_bad_response_fails_only_its_own_request(relay, proxy_module):
     assert "each response must be a dict of output name to array, got str" in bad.error.message()
 
 
+class RawWorker:
+    """A stand-in worker on a Unix socket: accepts one stub and runs ``serve(peer)`` on a thread."""
+
+    def __init__(self, name, serve):
+        self.sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
+        self.address = f"unix://{self.sockets}/{name}-0"
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(f"{self.sockets}/{name}-0")
+        self.listener.listen()
+        self.thread = threading.Thread(target=self._run, args=(serve,), daemon=True)
+        self.thread.start()
+
+    def _run(self, serve):
+        peer, _ = self.listener.accept()
+        with peer:
+            serve(peer)
+
+    def close(self):
+        self.listener.close()
+        self.thread.join(10)
+        shutil.rmtree(self.sockets, ignore_errors=True)
+
+
 def test_proxy_checks_the_number_of_results_itself(proxy_module, tmp_path):
     """A worker that answers out of step: the proxy, not only the worker, guards the count."""
-    sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
-    address = f"ipc://{sockets}/raw-0"
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(address)
 
-    def serve():
-        peer, *frames = router.recv_multipart()
-        assert decode_message(frames).kind is Kind.HELLO
-        router.send_multipart([peer, *encode_message(Kind.WELCOME, extra={"shm_threshold": BIG})])
-        peer, *frames = router.recv_multipart()
-        batch = decode_message(frames)
-        reply = encode_message(Kind.RESULT, batch.batch_id, [({}, {"y": np.ones(1)})])
-        router.send_multipart([peer, *[bytes(frame) for frame in reply]])
+    def serve(peer):
+        assert decode_message(recv_frames(peer)).kind is Kind.HELLO
+        send_frames(peer, encode_message(Kind.WELCOME, extra={"shm_threshold": BIG}))
+        batch = decode_message(recv_frames(peer))
+        send_frames(peer, encode_message(Kind.RESULT, batch.batch_id, [({}, {"y": np.ones(1)})]))
+        with contextlib.suppress(ConnectionError):
+            recv_frames(peer)  # until the proxy closes
 
-    server = threading.Thread(target=serve, daemon=True)
-    server.start()
+    worker = RawWorker("raw", serve)
     config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
-    relay_settings = {"owner_pid": os.getpid(), "tag": "raw", "sockets": [address], "handshake_timeout_s": 10}
+    relay_settings = {"owner_pid": os.getpid(), "tag": "raw", "sockets": [worker.address], "handshake_timeout_s": 10}
     model_dir = write_version_entry(tmp_path, config, relay_settings).parent
     proxy = proxy_module.TritonPythonModel()
     try:
         proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
                           "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
         responses = execute(proxy, FakeInferenceRequest({"x": np.ones(1)}), FakeInferenceRequest({"x": np.ones(1)}))
-        server.join(10)
         for response in responses:
             assert "worker answered 1 responses for 2 requests" in response.error.message()
     finally:
         proxy.finalize()
-        router.close(linger=0)
-        context.term()
-        shutil.rmtree(sockets, ignore_errors=True)
+        worker.close()
     assert our_segments() == set()
 
 
@@ -577,6 +590,50 @@ def test_handshake_times_out_without_a_worker(proxy_module, tmp_path):
         with contextlib.suppress(AttributeError):
             proxy.finalize()
         shutil.rmtree(sockets, ignore_errors=True)
+    assert our_segments() == set()
+
+
+def test_no_worker_on_a_unix_socket_is_a_clear_error_at_once(proxy_module, tmp_path):
+    sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
+    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
+    settings = {"owner_pid": os.getpid(), "tag": "none", "sockets": [f"unix://{sockets}/nobody"],
+                "handshake_timeout_s": 10}
+    model_dir = write_version_entry(tmp_path, config, settings).parent
+    proxy = proxy_module.TritonPythonModel()
+    try:
+        with pytest.raises(sys.modules["pytriton_like.proxy.connection"].RelayError,
+                           match=r"cannot reach the worker at unix://"):
+            proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
+                              "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+    finally:
+        with contextlib.suppress(AttributeError):
+            proxy.finalize()
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert our_segments() == set()
+
+
+def test_a_worker_gone_mid_batch_fails_the_batch_at_once(proxy_module, tmp_path):
+    """The stub does not wait for its liveness check: a closed connection is a dead worker."""
+
+    def serve(peer):
+        assert decode_message(recv_frames(peer)).kind is Kind.HELLO
+        send_frames(peer, encode_message(Kind.WELCOME, extra={"shm_threshold": BIG}))
+        recv_frames(peer)  # the batch, never answered: the connection closes
+
+    worker = RawWorker("gone", serve)
+    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
+    relay_settings = {"owner_pid": os.getpid(), "tag": "gone", "sockets": [worker.address], "handshake_timeout_s": 10}
+    model_dir = write_version_entry(tmp_path, config, relay_settings).parent
+    proxy = proxy_module.TritonPythonModel()
+    try:
+        proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
+                          "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+        (response,) = execute(proxy, FakeInferenceRequest({"x": np.ones(1)}))
+        assert "lost the worker at unix://" in response.error.message()
+        assert "the connection closed" in response.error.message()
+    finally:
+        proxy.finalize()
+        worker.close()
     assert our_segments() == set()
 
 
@@ -641,23 +698,19 @@ GARBAGE = st.lists(
 @given(garbage=GARBAGE)
 def test_worker_survives_malformed_frames_and_keeps_serving(relay_for_fuzz, garbage):
     one, proxy, intruder = relay_for_fuzz
-    intruder.send_multipart(garbage)
+    send_frames(intruder, garbage)
     x = np.arange(3, dtype=np.float32)
     assert outputs(execute(proxy, FakeInferenceRequest({"x": x}))[0])["y"].tolist() == [0, 2, 4]
 
 
 @pytest.fixture
 def relay_for_fuzz(relay, proxy_module):
-    """A relay with a proxy, and a second DEALER on the worker's socket that sends garbage."""
+    """A relay with a proxy, and a second connection to the worker's socket that sends garbage."""
     one = relay(doubled)
     proxy = one.proxy(proxy_module)
-    context = zmq.Context()
-    intruder = context.socket(zmq.DEALER)
-    intruder.setsockopt(zmq.LINGER, 0)
-    intruder.connect(f"ipc://{one.sockets}/{one.tag}-0")
-    yield one, proxy, intruder
-    intruder.close(linger=0)
-    context.term()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as intruder:
+        intruder.connect(f"{one.sockets}/{one.tag}-0")
+        yield one, proxy, intruder
 
 
 @settings(max_examples=100, deadline=None, database=None,
@@ -673,41 +726,27 @@ def test_proxy_turns_a_garbled_answer_into_error_responses(garbled_worker, garba
 @pytest.fixture
 def garbled_worker(proxy_module, tmp_path):
     """A proxy whose 'worker' greets it properly, then answers each batch with the next garbage."""
-    sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
-    address = f"ipc://{sockets}/garbled-0"
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(address)
     answers = []
-    stop = threading.Event()
 
-    def serve():
-        while not stop.is_set():
-            if not router.poll(50):
-                continue
-            peer, *frames = router.recv_multipart()
-            message = decode_message(frames)
-            if message.kind is Kind.HELLO:
-                router.send_multipart([peer, *encode_message(Kind.WELCOME, extra={"shm_threshold": BIG})])
-            else:
-                router.send_multipart([peer, *answers.pop(0)])
+    def serve(peer):
+        with contextlib.suppress(ConnectionError):
+            while True:
+                message = decode_message(recv_frames(peer))
+                if message.kind is Kind.HELLO:
+                    send_frames(peer, encode_message(Kind.WELCOME, extra={"shm_threshold": BIG}))
+                else:
+                    send_frames(peer, answers.pop(0))
 
-    server = threading.Thread(target=serve, daemon=True)
-    server.start()
+    worker = RawWorker("garbled", serve)
     config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
-    settings_ = {"owner_pid": os.getpid(), "tag": "garbled", "sockets": [address], "handshake_timeout_s": 10}
+    settings_ = {"owner_pid": os.getpid(), "tag": "garbled", "sockets": [worker.address], "handshake_timeout_s": 10}
     model_dir = write_version_entry(tmp_path, config, settings_).parent
     proxy = proxy_module.TritonPythonModel()
     proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
                       "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
     yield proxy, answers
     proxy.finalize()
-    stop.set()
-    server.join(5)
-    router.close(linger=0)
-    context.term()
-    shutil.rmtree(sockets, ignore_errors=True)
+    worker.close()
 
 
 # -- the relay's metrics -------------------------------------------------------------------------
