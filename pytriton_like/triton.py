@@ -58,8 +58,9 @@ logger = logging.getLogger(__name__)
 _START_TIMEOUT_S = 120
 _LOAD_TIMEOUT_S = 120
 _DEFAULT_EXIT_TIMEOUT_S = 30
-# Once the models are unloaded nothing is in flight: Triton gets this long to exit by itself.
-_GRACE_AFTER_UNLOAD_S = 5
+# Once the models are unloaded nothing is in flight: Triton gets this long to exit by itself
+# (it takes about 1 s).
+_GRACE_AFTER_UNLOAD_S = 3
 # While models unload: how often our workers are checked, and how long they must sit idle before
 # stop() stops waiting for Triton to finish the unload.
 _UNLOAD_POLL_S = 0.5
@@ -630,9 +631,14 @@ class Triton:
                 # stop, and the asyncio clients close in the workers' loops, which stop below.
                 self._loopback.close()
             if unloaded:
-                self._server.stop(timeout_s=_GRACE_AFTER_UNLOAD_S)
-            else:
-                self._server.stop(timeout_s=exit_timeout + 5)
+                if not self._server.stop(timeout_s=_GRACE_AFTER_UNLOAD_S):
+                    # tritonserver 2.51's gRPC shutdown joins an executor thread that can sit in a
+                    # poll for seconds after large gRPC requests (tens of MiB); nothing is left to lose.
+                    logger.info(
+                        "tritonserver was still exiting %.0f s after its models unloaded; stopped it", _GRACE_AFTER_UNLOAD_S
+                    )
+            elif not self._server.stop(timeout_s=exit_timeout + 5):
+                logger.warning("tritonserver did not stop within %.0f s; killed it", exit_timeout + 5)
             _remove_regions(regions)
         if self._workspace is not None:
             for model in self._models:

@@ -181,20 +181,26 @@ class ServerProcess:
             return []
         return [arg for cmdline in _group_cmdlines(self._process.pid) for arg in cmdline if arg.startswith(_REGION_PREFIX)]
 
-    def stop(self, timeout_s: float) -> None:
-        """SIGINT (Triton's graceful stop), then SIGKILL after ``timeout_s``; waits for the exit."""
+    def stop(self, timeout_s: float) -> bool:
+        """SIGINT (Triton's graceful stop), then SIGKILL after ``timeout_s``; waits for the exit.
+
+        Returns:
+            False if the server had to be killed (the caller knows whether that lost anything).
+        """
         process = self._process
         if process is None:
-            return
+            return True
+        exited_by_itself = True
         if self._state is not ServerState.EXITED:
             _signal(process, signal.SIGINT)
             if not self.wait_exit(timeout_s):
-                logger.warning("tritonserver did not stop within %.0f s; killing it", timeout_s)
+                exited_by_itself = False
                 _kill_group(process.pid)
                 self.wait_exit(10)
         # Stubs a server left (it was stopped while loading a model, or crashed) are still in
         # its process group.
         _kill_group(process.pid)
+        return exited_by_itself
 
 
 def _kill_group(pgid: int) -> None:
