@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import inspect
 import threading
+import types
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Generator, Hashable, List, Optional, Sequence, Tuple
 
@@ -110,6 +111,8 @@ def _advance(steps: Steps, sent: Any = None, first: bool = False) -> Any:
 
 def is_coroutine_callable(obj: Any) -> bool:
     """Whether calling ``obj`` returns a coroutine (async functions, methods, ``async def __call__``)."""
+    if type(obj) is types.FunctionType:  # the common case, checked once per call: keep it cheap
+        return bool(obj.__code__.co_flags & inspect.CO_COROUTINE)
     while isinstance(obj, functools.partial):
         obj = obj.func
     if inspect.iscoroutinefunction(obj):
@@ -163,7 +166,7 @@ async def _amap(function: Callable[[Any], Any], items: Any) -> Any:
 
 def is_request_list(value: Any) -> bool:
     """Whether ``value`` looks like the list of requests an inference callable receives."""
-    return isinstance(value, (list, tuple)) and all(isinstance(item, Mapping) for item in value)
+    return isinstance(value, (list, tuple)) and all(type(item) is Request or isinstance(item, Mapping) for item in value)
 
 
 def requests_arg(args: tuple, decorator: str) -> Tuple[List[Mapping], tuple]:
@@ -202,16 +205,21 @@ def leading_dim(value: Any, what: str) -> int:
     return shape[0]
 
 
-def common_batch_size(arrays: Mapping[str, Any], where: str) -> int:
-    """The batch size shared by all ``arrays``; raises when they disagree or there are none."""
-    if not arrays:
-        raise PyTritonValidationError(f"{where} has no inputs, so its batch size is unknown")
+def common_batch_size(arrays: Mapping[str, Any], where: str, index: Optional[int] = None) -> int:
+    """The batch size shared by all ``arrays``; raises when they disagree or there are none.
+
+    ``where`` (with ``index`` after it, if given) names them in the error.
+    """
     try:  # fast path: arrays that agree
         found = {value.shape[0] for value in arrays.values()}
         if len(found) == 1:
             return found.pop()
     except (AttributeError, IndexError):
         pass
+    if index is not None:
+        where = f"{where} {index}"
+    if not arrays:
+        raise PyTritonValidationError(f"{where} has no inputs, so its batch size is unknown")
     sizes = {name: leading_dim(value, f"{where}: input {name!r}") for name, value in arrays.items()}
     if len(set(sizes.values())) > 1:
         raise PyTritonValidationError(f"{where}: inputs disagree on the batch size (axis 0): {sizes}")
@@ -309,20 +317,20 @@ def merge_groups(results: Sequence[Mapping[str, Any]], indices: Sequence[np.ndar
 
 def concatenate_requests(requests: Sequence[Mapping]) -> Tuple[Dict[str, np.ndarray], List[int]]:
     """@batch: the requests' inputs concatenated along axis 0, and each request's batch size."""
-    names = list(requests[0])
-    first_keys = dict_of(requests[0]).keys()
+    first = dict_of(requests[0])
     sizes = []
     for index, request in enumerate(requests):
-        if index and dict_of(request).keys() != first_keys:
+        data = dict_of(request)
+        if index and data.keys() != first.keys():
             raise PyTritonValidationError(
-                f"@batch needs every request in a batch to carry the same inputs: request 0 has {sorted(names)}, "
-                f"request {index} has {sorted(request)}; put @group_by_keys (or @fill_optionals) above @batch"
+                f"@batch needs every request in a batch to carry the same inputs: request 0 has {sorted(first)}, "
+                f"request {index} has {sorted(data)}; put @group_by_keys (or @fill_optionals) above @batch"
             )
-        sizes.append(common_batch_size(dict_of(request), f"@batch: request {index}"))
+        sizes.append(common_batch_size(data, "@batch: request", index))
     if len(requests) == 1:
-        return dict(requests[0]), sizes
+        return dict(first), sizes
     inputs = {}
-    for name in names:
+    for name in first:
         parts = [np.asarray(dict_of(request)[name]) for request in requests]
         try:
             inputs[name] = np.concatenate(parts)
@@ -372,7 +380,7 @@ def values_kwargs_steps(keys, pad_fn, args, kwargs, convert):
 
 def values_requests_steps(keys, pad_fn, requests, args, kwargs):
     """@group_by_values above @batch: one call per group of (parts of) requests with equal key values."""
-    sizes = [common_batch_size(request, f"@group_by_values: request {index}") for index, request in enumerate(requests)]
+    sizes = [common_batch_size(request, "@group_by_values: request", index) for index, request in enumerate(requests)]
     groups: Dict[Any, List[Tuple[int, np.ndarray]]] = {}
     for index, (request, size) in enumerate(zip(requests, sizes)):
         by_value = group_rows(request, keys, size) or {(): np.arange(0)}  # an empty request still gets a response

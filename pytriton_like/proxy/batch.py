@@ -6,7 +6,7 @@ import triton_python_backend_utils as pb_utils  # provided by the stub
 
 from .connection import Connection, RelayError, request_items
 from .metrics import RelayMetrics
-from .protocol import Flags, Kind, ProtocolError, encode_message
+from .protocol import Kind, ProtocolError, encode_message
 from .shm import ArenaWriter
 
 __all__ = ["BatchRelay", "error_response", "response"]
@@ -42,7 +42,7 @@ class BatchRelay:
         callable_ns = result.extra.get("c", 0)
         if result.error is not None:
             responses, callable_errors, relay_errors = [error_response(result.error) for _ in requests], count, 0
-        elif not result.flags & Flags.FINAL or len(result.items) != count:
+        elif not result.final or len(result.items) != count:
             message = f"worker answered {len(result.items)} responses for {count} requests"
             responses, callable_errors, relay_errors = [error_response(message) for _ in requests], 0, count
         else:

@@ -73,6 +73,7 @@ class Flags(enum.IntFlag):
 # Enum calls and json.dumps with separators cost a microsecond or more each, several times a
 # message: the relay's per-request cost is what these save (docs/performance.md).
 _KINDS = {int(kind): kind for kind in Kind}
+_FINAL = int(Flags.FINAL)
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 _DECODER = json.JSONDecoder()
 
@@ -84,11 +85,13 @@ class ProtocolError(Exception):
 class Message:
     """A decoded message: its header fields and each item's tensors."""
 
-    __slots__ = ("kind", "batch_id", "items", "tensors", "error", "extra", "flags")
+    __slots__ = ("kind", "batch_id", "items", "tensors", "error", "extra", "flags", "final")
 
     def __init__(self, kind, batch_id, items, tensors, error, extra, flags=Flags.NONE):
         self.kind: Kind = kind
         self.flags: Flags = flags
+        # Flags.FINAL is set: a plain bool, read once per message (IntFlag's & runs Python code)
+        self.final: bool = flags is Flags.FINAL
         self.batch_id: int = batch_id
         self.items: List[Dict[str, Any]] = items
         self.tensors: List[Dict[str, np.ndarray]] = tensors
@@ -149,16 +152,19 @@ def encode_message(
 def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, writable: bool = False) -> Message:
     """Decode frames (bytes or zmq Frames) into a :class:`Message`; raise ProtocolError if malformed.
 
-    Arrays from the arena are views of it, with no copy. Arrays from frames are read-only views
-    unless ``writable``: then they are copies (frames are small, so that is cheap) that a
-    callable may change in place.
+    Arrays from the arena are views of it, with no copy. Arrays from frames are views too; with
+    ``writable``, read-only frames (zmq's) are copied (frames are small, so that is cheap) so
+    that a callable may change its inputs in place.
     """
     if not frames:
         raise ProtocolError("empty message")
     try:
-        header = _DECODER.decode(str(_buffer(frames[0]), "utf-8"))
+        text = str(_buffer(frames[0]), "utf-8")
+        header, end = _DECODER.raw_decode(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"header is not JSON: {exc}") from None
+    if end != len(text):
+        raise ProtocolError("header is not JSON: extra data after the object")
     if not isinstance(header, dict):
         raise ProtocolError("header is not a JSON object")
     if header.get("v") != PROTOCOL_VERSION:
@@ -171,7 +177,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
             raise ProtocolError("'r' must be a list")
         arena_name = header.get("a")
         tensors = [_decode_item(item, frames, reader, arena_name, writable) for item in items]
-        flags = Flags.FINAL if int(header.get("f", 0)) & Flags.FINAL else Flags.NONE
+        flags = Flags.FINAL if int(header.get("f", 0)) & _FINAL else Flags.NONE
     except ProtocolError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, OSError, OverflowError) as exc:
@@ -196,7 +202,7 @@ def _decode_item(item, frames, reader, arena_name, writable) -> Dict[str, np.nda
             if not 0 < index < len(frames):
                 raise ProtocolError(f"frame {index} out of range")
             buffer = _buffer(frames[index])
-            if writable:
+            if writable and buffer.readonly:  # a Unix channel's frames are a private bytearray already
                 buffer = memoryview(bytearray(buffer))
         else:
             if reader is None or not isinstance(arena_name, str) or not is_segment_name(arena_name):
@@ -213,6 +219,8 @@ def _decode_item(item, frames, reader, arena_name, writable) -> Dict[str, np.nda
 
 def _buffer(frame) -> memoryview:
     # zmq.Frame exposes .buffer; bytes and arrays are buffers already.
+    if type(frame) is memoryview:  # what a Unix channel gives
+        return frame
     return frame.buffer if hasattr(frame, "buffer") else memoryview(frame)
 
 

@@ -17,7 +17,7 @@ import zmq
 from .batch import error_response, response
 from .connection import LIVENESS_PERIOD_MS, Connection, RelayError, request_items
 from .metrics import RelayMetrics
-from .protocol import Flags, Kind, Message, ProtocolError, decode_message, encode_message
+from .protocol import Kind, Message, ProtocolError, decode_message, encode_message
 
 __all__ = ["StreamRelay"]
 
@@ -85,7 +85,7 @@ class StreamRelay:
             senders = self._senders.get(message.batch_id)
         if senders is None:
             return
-        if message.flags & Flags.FINAL:
+        if message.final:
             self._metrics.record_errors(callable_ns=message.extra.get("c", 0))
         if message.error is not None:
             self._finish(message.batch_id, message.error, relay=False)
@@ -104,7 +104,7 @@ class StreamRelay:
                 self._metrics.record_errors(callable_errors=1)
             else:
                 sender.send(response(item, tensors))
-        if message.flags & Flags.FINAL:
+        if message.final:
             self._finish(message.batch_id, None)
 
     def _finish(self, batch_id: int, error: Optional[str], relay: bool = False) -> None:

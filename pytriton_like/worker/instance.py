@@ -7,7 +7,7 @@ at a time, so nothing waits behind a running callable.
 import contextlib
 import logging
 import os
-import selectors
+import select
 import socket
 import threading
 import time
@@ -63,9 +63,12 @@ class InstanceWorker:
         self._listener.listen()
         # close() wakes the thread through this pair; the thread closes every socket itself
         self._wake_reader, self._wake_writer = socket.socketpair()
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._listener, selectors.EVENT_READ)
-        self._selector.register(self._wake_reader, selectors.EVENT_READ)
+        # select.poll, not selectors: the loop below runs once per batch, and less Python per
+        # batch is what makes the relay fast (docs/performance.md)
+        self._poll = select.poll()
+        self._sockets = {}  # file descriptor -> socket, of every socket polled
+        for sock in (self._listener, self._wake_reader):
+            self._watch(sock)
         self._failed = None  # why the worker serves no more, once it failed
         self._busy = False
         self._thread = threading.Thread(target=self._serve, name=f"pytriton_like-{arena_tag}", daemon=True)
@@ -87,19 +90,18 @@ class InstanceWorker:
     def _serve(self) -> None:
         try:
             while True:
-                for key, _ in self._selector.select():
-                    if key.fileobj is self._wake_reader:
+                for fd, _ in self._poll.poll():
+                    sock = self._sockets[fd]
+                    if sock is self._wake_reader:
                         return
-                    if key.fileobj is self._listener:
-                        peer, _ = self._listener.accept()
-                        self._selector.register(peer, selectors.EVENT_READ)
+                    if sock is self._listener:
+                        self._watch(self._listener.accept()[0])
                     else:
-                        self._serve_one(key.fileobj)
+                        self._serve_one(sock)
         finally:
             self._call.close()
-            for key in list(self._selector.get_map().values()):
-                key.fileobj.close()
-            self._selector.close()
+            for sock in self._sockets.values():
+                sock.close()
             self._wake_writer.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._path)
@@ -121,9 +123,14 @@ class InstanceWorker:
             logger.error("model %s: closing a broken connection: %s", self._handler.model_name, exc)
             self._drop(peer)
 
+    def _watch(self, sock: socket.socket) -> None:
+        self._sockets[sock.fileno()] = sock
+        self._poll.register(sock, select.POLLIN)
+
     def _drop(self, peer: socket.socket) -> None:
         self._busy = False
-        self._selector.unregister(peer)
+        self._poll.unregister(peer)
+        del self._sockets[peer.fileno()]
         peer.close()
 
     def _handle(self, frames):
