@@ -11,7 +11,6 @@ Usage: .venv/bin/python bench/relay_breakdown.py
 
 import json
 import re
-import socket
 import time
 import urllib.request
 
@@ -21,6 +20,7 @@ import tritonclient.http as httpclient
 from pytriton_like.decorators import batch
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton, TritonConfig
+from servers import free_ports  # bench/servers.py: this script runs from bench/
 
 WARM_UP, REQUESTS = 300, 3000
 
@@ -28,12 +28,6 @@ WARM_UP, REQUESTS = 300, 3000
 @batch
 def double(x):
     return {"y": x * 2}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def fetch(url: str) -> str:
@@ -51,7 +45,8 @@ def relay_counters(metrics_url: str) -> dict:
 
 
 def main() -> None:
-    config = TritonConfig(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port())
+    http_port, grpc_port, metrics_port = free_ports(3)
+    config = TritonConfig(http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port)
     http = f"127.0.0.1:{config.http_port}"
     metrics_url = f"http://127.0.0.1:{config.metrics_port}/metrics"
     with Triton(config=config) as triton:

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import psutil
 
-__all__ = ["Server", "ServerError", "ProcessTree", "free_port", "start_python_server", "start_floor"]
+__all__ = ["Server", "ServerError", "ProcessTree", "free_ports", "start_python_server", "start_floor"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +47,13 @@ class ServerError(RuntimeError):
     """A server failed to start or to become ready; the message ends with its log."""
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_ports(count: int) -> List[int]:
+    """``count`` different free ports (the probes stay open together, so none is picked twice)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 def port_in_use(port: int) -> bool:
@@ -239,7 +242,7 @@ def start_python_server(
     package: str, label: str, workdir: pathlib.Path, *, instances: int, max_batch_size: int
 ) -> Server:
     """Start ``serve_double.py`` with ``package`` (``pytriton`` or ``pytriton_like``); wait until ready."""
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port = free_ports(3)
     env = _server_env()
     # PyTriton's workspace goes under PYTRITON_HOME: keep it in our temporary folder.
     env["PYTRITON_HOME"] = str(workdir / "pytriton_home")
@@ -301,7 +304,7 @@ def start_floor(workdir: pathlib.Path, *, instances: int, max_batch_size: int) -
     model = (HERE / "floor" / "model.py").read_text().replace("@SITE_PACKAGES@", str(SITE_PACKAGES))
     (model_dir / "1" / "model.py").write_text(model)
 
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port = free_ports(3)
     env = _server_env()
     env["LD_LIBRARY_PATH"] = os.pathsep.join([str(PYTHON_LIBDIR), str(BUNDLE_LIBS), env["LD_LIBRARY_PATH"]])
     argv = [

@@ -19,10 +19,16 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_ports(count: int) -> list:
+    """``count`` different free ports (the probes stay open together, so none is picked twice)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def main() -> int:
@@ -31,7 +37,7 @@ def main() -> int:
     parser.add_argument("--protocols", default="http,grpc", help="comma-separated: http, grpc")
     args = parser.parse_args()
     folder = HERE / args.example
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port = free_ports(3)
     env = dict(
         os.environ,
         PYTRITON_TRITON_CONFIG_HTTP_PORT=str(http_port),

@@ -24,6 +24,10 @@ logger = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 _REGION_PREFIX = "triton_python_backend_shm_region_"
 _TAIL_LINES = 40
+# A start failure without error lines quotes this many last lines of the log instead.
+_QUOTED_LINES = 10
+# How long the exit waits for the log pipe to give up the server's last lines.
+_DRAIN_TIMEOUT_S = 1.0
 # glog error lines ("E1121 15:28:43.7 ...") and the final "error: ..." tritonserver prints.
 _ERROR_LINE = re.compile(r"^(E\d{4} |error: )")
 # Printed at every start on a machine without a GPU; not worth showing in an error.
@@ -42,7 +46,15 @@ class ServerState(enum.Enum):
 
 
 def check_ports_free(ports: Dict[str, int], address: str = "0.0.0.0") -> None:
-    """Raise PyTritonServerError naming the first endpoint whose port is taken."""
+    """Raise PyTritonServerError naming the first endpoint whose port is taken, or two that share one."""
+    seen: Dict[int, str] = {}
+    for endpoint, port in ports.items():
+        if port in seen:
+            raise PyTritonServerError(
+                f"cannot start tritonserver: the {seen[port]} and {endpoint} ports are both {port}; "
+                f"give each endpoint its own port in TritonConfig"
+            )
+        seen[port] = endpoint
     for endpoint, port in ports.items():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             # SO_REUSEADDR as tritonserver sets it, so TIME_WAIT leftovers do not count as taken.
@@ -102,7 +114,7 @@ class ServerProcess:
         if self._spawn_error is not None:
             raise PyTritonServerError(f"cannot run {self._argv[0]}: {self._spawn_error}") from self._spawn_error
         if state is ServerState.EXITED:
-            errors = "\n".join(self._errors)
+            errors = "\n".join(self._errors or list(self._tail)[-_QUOTED_LINES:])
             raise PyTritonServerError(
                 f"tritonserver exited with code {self.returncode} while starting:\n{errors}", log_tail=self.log_tail()
             )
@@ -130,8 +142,12 @@ class ServerProcess:
         logger.info("tritonserver started (pid %d), log in %s", self._process.pid, self.log_file)
         # The stubs inherit the server's output: the pipe may outlive the server, so its end is
         # not the server's exit.
-        threading.Thread(target=self._pump_log, name="tritonserver-log", daemon=True).start()
+        pump = threading.Thread(target=self._pump_log, name="tritonserver-log", daemon=True)
+        pump.start()
         self.returncode = self._process.wait()
+        # Its last lines (why it exited) may still be in the pipe: read them before saying it
+        # exited. Only a little while: stubs still running keep the pipe open.
+        pump.join(_DRAIN_TIMEOUT_S)
         logger.info("tritonserver (pid %d) exited with code %d", self._process.pid, self.returncode)
         self._set_state(ServerState.EXITED)
         for callback in self._exit_listeners:

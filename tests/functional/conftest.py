@@ -23,9 +23,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def free_ports(count: int) -> list:
+    """``count`` free ports, all different (held together while picked: the kernel may hand out
+    a port again as soon as its probe is closed)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+
+
 def free_config(**fields) -> TritonConfig:
     """A TritonConfig on three free ports."""
-    return TritonConfig(http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(), **fields)
+    http, grpc, metrics = free_ports(3)
+    return TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics, **fields)
 
 
 _WORKSPACE_OWNER = re.compile(r"/pytriton_like-(\d+)-")

@@ -9,7 +9,7 @@ import sysconfig
 import numpy as np
 import tritonclient.http as httpclient
 
-from .conftest import free_port
+from .conftest import free_ports
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def test_base_interpreter_outside_the_virtualenv():
     assert base_python.exists()
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "LD_LIBRARY_PATH")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]])
-    ports = [free_port() for _ in range(3)]
+    ports = free_ports(3)
     with subprocess.Popen(
         [str(base_python), "-c", SERVER, *map(str, ports)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True,

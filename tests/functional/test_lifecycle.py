@@ -15,7 +15,7 @@ from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonServ
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton, TritonConfig
 
-from .conftest import free_config, free_port, port_listening
+from .conftest import free_config, free_ports, port_listening
 
 FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -48,6 +48,14 @@ def test_port_in_use_is_named_in_the_error():
                 second.run()
 
 
+def test_two_endpoints_on_one_port_are_refused_before_start():
+    config = free_config()
+    config = TritonConfig(http_port=config.http_port, grpc_port=config.http_port, metrics_port=config.metrics_port)
+    with pytest.raises(PyTritonServerError, match=f"the HTTP and gRPC ports are both {config.http_port}"):
+        with Triton(config=config) as triton:
+            triton.run()
+
+
 def test_model_that_fails_to_load_shows_the_server_log(monkeypatch):
     # A config.pbtxt Triton refuses, as if rendering had a bug: the error must carry Triton's words.
     monkeypatch.setattr("pytriton_like.models.repository.render_config", lambda config: 'name: "Broken"\nbogus_field: 1\n')
@@ -73,11 +81,11 @@ def test_bad_bindings_are_refused_before_anything_starts():
 
 
 def test_config_from_environment_and_constructor_wins(monkeypatch, tmp_path):
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port, metrics_port = free_ports(3)
     log_file = tmp_path / "server.log"
     monkeypatch.setenv("PYTRITON_TRITON_CONFIG_HTTP_PORT", str(http_port))
     monkeypatch.setenv("PYTRITON_TRITON_CONFIG_GRPC_PORT", "1")  # overridden below
-    monkeypatch.setenv("PYTRITON_TRITON_CONFIG_METRICS_PORT", str(free_port()))
+    monkeypatch.setenv("PYTRITON_TRITON_CONFIG_METRICS_PORT", str(metrics_port))
     monkeypatch.setenv("PYTRITON_TRITON_CONFIG_LOG_VERBOSE", "1")
     monkeypatch.setenv("PYTRITON_TRITON_CONFIG_LOG_FILE", str(log_file))
     with Triton(config=TritonConfig(grpc_port=grpc_port)) as triton:
@@ -124,7 +132,7 @@ SERVE_SCRIPT = textwrap.dedent(
 
 def signal_serving_script(signum, when):
     """Run SERVE_SCRIPT, send it ``signum`` once ``when(ports, process)`` returns; it must exit cleanly."""
-    ports = [free_port() for _ in range(3)]
+    ports = free_ports(3)
     script = SERVE_SCRIPT.replace("    triton.serve()", "    print('STARTING', flush=True)\n    triton.serve()")
     with subprocess.Popen(
         [sys.executable, "-c", script, *map(str, ports)], stdout=subprocess.PIPE, text=True,
@@ -179,3 +187,12 @@ def test_run_twice_is_harmless_and_models_report_ready():
         assert client.is_server_ready()
         assert client.is_model_ready("Identity")
         client.close()
+
+
+def test_a_server_that_exits_while_starting_says_why():
+    # tritonserver prints its reason as it exits: the error must carry it, every time (the log
+    # is read to its end before the exit is reported).
+    for _ in range(3):
+        with pytest.raises(PyTritonServerError, match="(?s)exited with code 1 while starting:.*Failed to initialize LocalCache"):
+            with Triton(config=free_config(cache_config=["local,size=not-a-number"])) as triton:
+                triton.run()

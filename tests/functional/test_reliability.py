@@ -22,7 +22,7 @@ from pytriton_like.client.exceptions import PyTritonClientError, PyTritonClientT
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config, free_port, port_listening
+from .conftest import checked_for_leaks, free_config, free_ports, port_listening
 
 X = [Tensor(name="x", dtype=np.float32, shape=(3,))]
 Y = [Tensor(name="y", dtype=np.float32, shape=(3,))]
@@ -52,7 +52,7 @@ CHILD = textwrap.dedent(
 
 
 def test_kill_9_of_the_user_process_takes_the_server_and_stubs_down():
-    ports = [free_port() for _ in range(3)]
+    ports = free_ports(3)
     with subprocess.Popen([sys.executable, "-c", CHILD, *map(str, ports)], stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout.readline().strip() == "READY"
         family = psutil.Process(child.pid).children(recursive=True)
@@ -217,7 +217,7 @@ OS_EXIT = textwrap.dedent(
 
 
 def test_os_exit_in_the_callable_fails_the_request_quickly_and_leaves_nothing():
-    ports = [free_port() for _ in range(3)]
+    ports = free_ports(3)
     with subprocess.Popen([sys.executable, "-c", OS_EXIT, *map(str, ports)]) as child:
         with ModelClient(f"grpc://127.0.0.1:{ports[1]}", "Die", init_timeout_s=120, inference_timeout_s=30) as client:
             started = time.monotonic()
@@ -232,7 +232,7 @@ def test_os_exit_in_the_callable_fails_the_request_quickly_and_leaves_nothing():
 
 
 def test_sigterm_to_a_serving_process_is_a_clean_exit():
-    ports = [free_port() for _ in range(3)]
+    ports = free_ports(3)
     script = OS_EXIT.replace("os._exit(3)", "return [{'y': r['x']} for r in requests]")
     with subprocess.Popen([sys.executable, "-c", script, *map(str, ports)]) as child:
         with ModelClient(f"http://127.0.0.1:{ports[0]}", "Die", init_timeout_s=120) as client:

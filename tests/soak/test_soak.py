@@ -22,7 +22,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.functional.conftest import free_port, leftovers, server_processes, shm_segments
+from tests.functional.conftest import free_ports, leftovers, server_processes, shm_segments
 
 pytestmark = pytest.mark.soak
 
@@ -117,7 +117,7 @@ def prime_arenas(ports):
 
 
 def test_soak():
-    ports = [free_port() for _ in range(3)]
+    ports = free_ports(3)
     processes_before, segments_before = server_processes(), shm_segments()
     # glibc raises its mmap threshold after freeing large blocks, so a server handling 1.2 MB
     # tensors grows its heap to a plateau over a few minutes (measured: +12-21 % in 60 s, and
