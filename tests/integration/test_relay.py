@@ -527,6 +527,7 @@ class RawWorker:
     """A stand-in worker on a Unix socket: accepts one stub and runs ``serve(peer)`` on a thread."""
 
     def __init__(self, name, serve):
+        self.tag = name
         self.sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
         self.address = f"unix://{self.sockets}/{name}-0"
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -546,6 +547,15 @@ class RawWorker:
         shutil.rmtree(self.sockets, ignore_errors=True)
 
 
+def initialize_with(proxy, worker: RawWorker, tmp_path) -> None:
+    """Initialize ``proxy`` as Triton would, relaying to ``worker``."""
+    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
+    settings = {"owner_pid": os.getpid(), "tag": worker.tag, "sockets": [worker.address], "handshake_timeout_s": 10}
+    model_dir = write_version_entry(tmp_path, config, settings).parent
+    proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
+                      "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+
+
 def test_proxy_checks_the_number_of_results_itself(proxy_module, tmp_path):
     """A worker that answers out of step: the proxy, not only the worker, guards the count."""
 
@@ -558,13 +568,9 @@ def test_proxy_checks_the_number_of_results_itself(proxy_module, tmp_path):
             recv_frames(peer)  # until the proxy closes
 
     worker = RawWorker("raw", serve)
-    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
-    relay_settings = {"owner_pid": os.getpid(), "tag": "raw", "sockets": [worker.address], "handshake_timeout_s": 10}
-    model_dir = write_version_entry(tmp_path, config, relay_settings).parent
     proxy = proxy_module.TritonPythonModel()
     try:
-        proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
-                          "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+        initialize_with(proxy, worker, tmp_path)
         responses = execute(proxy, FakeInferenceRequest({"x": np.ones(1)}), FakeInferenceRequest({"x": np.ones(1)}))
         for response in responses:
             assert "worker answered 1 responses for 2 requests" in response.error.message()
@@ -574,35 +580,22 @@ def test_proxy_checks_the_number_of_results_itself(proxy_module, tmp_path):
     assert our_segments() == set()
 
 
-def test_handshake_times_out_without_a_worker(proxy_module, tmp_path):
+@pytest.mark.parametrize(
+    "scheme, error",
+    [
+        ("ipc://", r"no answer from the worker within 1 s"),  # ZeroMQ connects lazily: the handshake times out
+        ("unix://", r"cannot reach the worker at unix://"),  # a Unix socket fails at once
+    ],
+)
+def test_no_worker_is_a_clear_error(proxy_module, tmp_path, scheme, error):
     sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
     config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
-    settings = {"owner_pid": os.getpid(), "tag": "none", "sockets": [f"ipc://{sockets}/nobody"],
+    settings = {"owner_pid": os.getpid(), "tag": "none", "sockets": [f"{scheme}{sockets}/nobody"],
                 "handshake_timeout_s": 1}
     model_dir = write_version_entry(tmp_path, config, settings).parent
     proxy = proxy_module.TritonPythonModel()
     try:
-        with pytest.raises(sys.modules["pytriton_like.proxy.connection"].RelayError,
-                           match=r"no answer from the worker within 1 s"):
-            proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
-                              "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
-    finally:
-        with contextlib.suppress(AttributeError):
-            proxy.finalize()
-        shutil.rmtree(sockets, ignore_errors=True)
-    assert our_segments() == set()
-
-
-def test_no_worker_on_a_unix_socket_is_a_clear_error_at_once(proxy_module, tmp_path):
-    sockets = tempfile.mkdtemp(prefix="ptl-", dir="/tmp")
-    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
-    settings = {"owner_pid": os.getpid(), "tag": "none", "sockets": [f"unix://{sockets}/nobody"],
-                "handshake_timeout_s": 10}
-    model_dir = write_version_entry(tmp_path, config, settings).parent
-    proxy = proxy_module.TritonPythonModel()
-    try:
-        with pytest.raises(sys.modules["pytriton_like.proxy.connection"].RelayError,
-                           match=r"cannot reach the worker at unix://"):
+        with pytest.raises(sys.modules["pytriton_like.proxy.connection"].RelayError, match=error):
             proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
                               "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
     finally:
@@ -621,13 +614,9 @@ def test_a_worker_gone_mid_batch_fails_the_batch_at_once(proxy_module, tmp_path)
         recv_frames(peer)  # the batch, never answered: the connection closes
 
     worker = RawWorker("gone", serve)
-    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
-    relay_settings = {"owner_pid": os.getpid(), "tag": "gone", "sockets": [worker.address], "handshake_timeout_s": 10}
-    model_dir = write_version_entry(tmp_path, config, relay_settings).parent
     proxy = proxy_module.TritonPythonModel()
     try:
-        proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
-                          "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+        initialize_with(proxy, worker, tmp_path)
         (response,) = execute(proxy, FakeInferenceRequest({"x": np.ones(1)}))
         assert "lost the worker at unix://" in response.error.message()
         assert "the connection closed" in response.error.message()
