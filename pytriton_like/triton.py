@@ -40,9 +40,9 @@ from .models.poller import RepositoryPoller
 from .models.registry import BoundModels
 from .models.repository import remove_model_entry, write_ensemble_entry
 from .models.user_repository import ModelRepository
-from .proxy.shm import SHM_DIR, is_segment_name, unlink_orphaned_segments, unlink_segments
+from .proxy.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
-from .server.config import DEFAULT_POLL_SECS, TritonConfig, server_argv
+from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
 from .server.control import ControlError, ServerControl
 from .server.process import ServerProcess, check_ports_free, wait_for_exits
 from .server.workspace import Workspace, remove_orphaned_workspaces
@@ -362,7 +362,9 @@ class Triton:
 
     def _start(self) -> None:
         repository_models = self._startup_repository_models()
-        known = self._repository.snapshot() if self._repository is not None else {}
+        # what the poll mode compares with later; taken before the start so changes during it count
+        poll = self._repository is not None and self._config.model_control_mode == "poll"
+        known = self._repository.snapshot() if poll else {}
         unlink_orphaned_segments()
         remove_orphaned_workspaces()
         bundle = find_bundle()
@@ -396,7 +398,7 @@ class Triton:
         self._server.add_exit_listener(self._on_server_exit)
         self._server.start(_START_TIMEOUT_S)
         if config.allow_http is not False:
-            self._control = ServerControl(_connect_host(config.http_address), config.ports["HTTP"])
+            self._control = ServerControl(connect_host(config.http_address), config.ports["HTTP"])
             expected = [(model.name, model.version) for model in self._models]
             for name, version in expected + [(name, None) for name in repository_models]:
                 if not self._control.model_ready(name, version):
@@ -494,10 +496,7 @@ class Triton:
         from .runner import TritonRunner  # noqa: PLC0415 - serving alone need not import the client side
 
         config = self._config
-        if config.allow_http is not False:
-            url = f"http://{_connect_host(config.http_address)}:{config.ports['HTTP']}"
-        else:
-            url = f"grpc://{_connect_host(config.grpc_address)}:{config.ports['gRPC']}"
+        url = local_url(config, "HTTP" if "HTTP" in config.ports else "gRPC")
         return TritonRunner(url, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s)
 
     def is_alive(self) -> bool:
@@ -697,7 +696,7 @@ class Triton:
 def _remove_regions(names) -> None:
     """Unlink Triton stub regions a killed server could not (normally gone already)."""
     for name in names:
-        if name and is_segment_name(name, prefix="triton_python_backend_shm_region_"):
+        if name and is_segment_name(name, prefix=STUB_REGION_PREFIX):
             try:
                 os.unlink(os.path.join(SHM_DIR, name))
                 logger.warning("removed shared memory %s left by the server", name)
@@ -707,10 +706,6 @@ def _remove_regions(names) -> None:
 
 def _bind_address(config: TritonConfig) -> str:
     return config.http_address or "0.0.0.0"
-
-
-def _connect_host(address: Optional[str]) -> str:
-    return "127.0.0.1" if address in (None, "", "0.0.0.0") else address
 
 
 @atexit.register

@@ -369,8 +369,7 @@ class ClientCore:
 
     def config_call(self, timeout_s: float) -> Dict[str, Any]:
         """Arguments of tritonclient's ``get_model_config`` (sync or asyncio, HTTP or gRPC)."""
-        kwargs: Dict[str, Any] = {"model_name": self.model_name, "model_version": self.model_version or ""}
-        kwargs.update(self.control_kwargs(timeout_s))
+        kwargs = self.model_call(timeout_s)
         if self.protocol is Protocol.GRPC:
             kwargs["as_json"] = True
         return kwargs

@@ -69,8 +69,6 @@ class ErrorContext:
 
     def describe(self) -> str:
         """E.g. ``inference of model 'Double' (latest version) at http://localhost:8000``."""
-        if self.model_name is None:  # a call about the server, not one model
-            return f"{self.operation} at {self.url}"
         version = f"version {self.model_version}" if self.model_version else "latest version"
         return f"{self.operation} of model {self.model_name!r} ({version}) at {self.url}"
 

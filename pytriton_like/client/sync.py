@@ -473,7 +473,7 @@ class ModelClient:
             if self._core.model_config is None:
                 timeout_s = self._core.control_timeout_s(waiter)
                 with self._core.errors("config request", timeout_s):
-                    response = self._connections.get(_CONTROL).get_model_config(**self._core.config_call(timeout_s))
+                    response = self._control().get_model_config(**self._core.config_call(timeout_s))
                 self._core.set_model_config_response(response)
             self._ready = True
 
@@ -493,7 +493,7 @@ class ModelClient:
             self._core.pause(waiter.next_delay())
 
     def _probe(self, waiter: ReadinessWaiter, check_model: bool) -> Readiness:
-        client = self._connections.get(_CONTROL)
+        client = self._control()
         timeout_s = self._core.control_timeout_s(waiter)
         kwargs = self._core.control_kwargs(timeout_s)
         with self._core.errors("readiness check", timeout_s):
@@ -513,7 +513,7 @@ class ModelClient:
         timeout_s = self._core.verdict_timeout_s()
         try:
             with self._core.errors("repository index request", timeout_s):
-                index = self._connections.get(_CONTROL).get_model_repository_index(**self._core.index_call(timeout_s))
+                index = self._control().get_model_repository_index(**self._core.index_call(timeout_s))
         except _NOT_YET:
             _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
             return None

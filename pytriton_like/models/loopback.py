@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ..exceptions import PyTritonInvalidOperationError, PyTritonValidationError
-from ..server.config import TritonConfig
+from ..server.config import TritonConfig, local_url
 
 if TYPE_CHECKING:  # the clients are imported at first use: serving alone need not load them
     from ..client.aio import AsyncioModelClient
@@ -37,14 +37,7 @@ def loopback_url(config: TritonConfig) -> str:
     gRPC because one channel serves every worker thread (tritonclient.http needs a connection,
     and a gevent hub, per thread) and a call's timeout travels with it as a deadline.
     """
-    ports = config.ports
-    if "gRPC" in ports:
-        return f"grpc://{_local(config.grpc_address)}:{ports['gRPC']}"
-    return f"http://{_local(config.http_address)}:{ports['HTTP']}"
-
-
-def _local(address: Optional[str]) -> str:
-    return "127.0.0.1" if address in (None, "", "0.0.0.0") else address
+    return local_url(config, "gRPC" if "gRPC" in config.ports else "HTTP")
 
 
 class LoopbackClients:

@@ -21,13 +21,10 @@ class LoopbackClient(ModelClient):
         super().__init__(url, model_name, model_version, init_timeout_s=timeout_s, inference_timeout_s=timeout_s)
         self._caller = caller
 
-    def infer_sample(self, *inputs, **kwargs):
+    def send(self, call):
+        # every inference goes through send(), the readiness wait included
         with _explain_timeout(self._caller, self.model_name):
-            return super().infer_sample(*inputs, **kwargs)
-
-    def infer_batch(self, *inputs, **kwargs):
-        with _explain_timeout(self._caller, self.model_name):
-            return super().infer_batch(*inputs, **kwargs)
+            return super().send(call)
 
 
 class AsyncLoopbackClient(AsyncioModelClient):
@@ -37,13 +34,9 @@ class AsyncLoopbackClient(AsyncioModelClient):
         super().__init__(url, model_name, model_version, init_timeout_s=timeout_s, inference_timeout_s=timeout_s)
         self._caller = caller
 
-    async def infer_sample(self, *inputs, **kwargs):
+    async def send(self, call):
         with _explain_timeout(self._caller, self.model_name):
-            return await super().infer_sample(*inputs, **kwargs)
-
-    async def infer_batch(self, *inputs, **kwargs):
-        with _explain_timeout(self._caller, self.model_name):
-            return await super().infer_batch(*inputs, **kwargs)
+            return await super().send(call)
 
 
 @contextlib.contextmanager

@@ -79,7 +79,7 @@ class RelayMetrics:
         relay_errors: int = 0,
     ) -> None:
         """Count one batch of ``requests``; ``execute_ns`` 0 when the relay time is not known (streaming)."""
-        callable_ns = callable_ns if isinstance(callable_ns, int) and callable_ns > 0 else 0
+        callable_ns = _nanoseconds(callable_ns)
         relay_ns = max(execute_ns - callable_ns, 0) if execute_ns else 0
         with self._lock:
             pending = self._pending
@@ -92,7 +92,7 @@ class RelayMetrics:
 
     def record_errors(self, *, callable_errors: int = 0, relay_errors: int = 0, callable_ns: int = 0) -> None:
         """Count failures (and callable time) found after the batch was counted (streaming)."""
-        callable_ns = callable_ns if isinstance(callable_ns, int) and callable_ns > 0 else 0
+        callable_ns = _nanoseconds(callable_ns)
         with self._lock:
             self._pending["callable_errors"] += callable_errors
             self._pending["relay_errors"] += relay_errors
@@ -119,3 +119,8 @@ class RelayMetrics:
         for key, value in pending.items():
             if value:
                 self._metrics[key].increment(value)
+
+
+def _nanoseconds(value) -> int:
+    """A duration the worker reported (a RESULT's ``x.c``): a positive int, or 0 for anything else."""
+    return value if isinstance(value, int) and value > 0 else 0

@@ -85,13 +85,12 @@ class ProtocolError(Exception):
 class Message:
     """A decoded message: its header fields and each item's tensors."""
 
-    __slots__ = ("kind", "batch_id", "items", "tensors", "error", "extra", "flags", "final")
+    __slots__ = ("kind", "batch_id", "items", "tensors", "error", "extra", "final")
 
-    def __init__(self, kind, batch_id, items, tensors, error, extra, flags=Flags.NONE):
+    def __init__(self, kind, batch_id, items, tensors, error, extra, final=False):
         self.kind: Kind = kind
-        self.flags: Flags = flags
-        # Flags.FINAL is set: a plain bool, read once per message (IntFlag's & runs Python code)
-        self.final: bool = flags is Flags.FINAL
+        # Flags.FINAL, the only flag a reader needs, as a plain bool (IntFlag's & runs Python code)
+        self.final: bool = final
         self.batch_id: int = batch_id
         self.items: List[Dict[str, Any]] = items
         self.tensors: List[Dict[str, np.ndarray]] = tensors
@@ -177,7 +176,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
             raise ProtocolError("'r' must be a list")
         arena_name = header.get("a")
         tensors = [_decode_item(item, frames, reader, arena_name, writable) for item in items]
-        flags = Flags.FINAL if int(header.get("f", 0)) & _FINAL else Flags.NONE
+        final = bool(int(header.get("f", 0)) & _FINAL)
     except ProtocolError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, OSError, OverflowError) as exc:
@@ -186,7 +185,7 @@ def decode_message(frames: Sequence[Any], reader: Optional[ArenaReader] = None, 
     extra = header.get("x") or {}
     if (error is not None and not isinstance(error, str)) or not isinstance(extra, dict):
         raise ProtocolError("'e' must be text and 'x' an object")
-    return Message(kind, batch_id, items, tensors, error, extra, flags)
+    return Message(kind, batch_id, items, tensors, error, extra, final)
 
 
 def _decode_item(item, frames, reader, arena_name, writable) -> Dict[str, np.ndarray]:

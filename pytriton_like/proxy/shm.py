@@ -11,10 +11,12 @@ import mmap
 import os
 from typing import Callable, Dict, Optional
 
-__all__ = ["SHM_DIR", "SEGMENT_PREFIX", "ArenaWriter", "ArenaReader", "aligned", "is_segment_name", "unlink_segments", "unlink_orphaned_segments", "process_alive"]
+__all__ = ["SHM_DIR", "SEGMENT_PREFIX", "STUB_REGION_PREFIX", "ArenaWriter", "ArenaReader", "aligned", "is_segment_name", "unlink_segments", "unlink_orphaned_segments", "process_alive"]
 
 SHM_DIR = "/dev/shm"
 SEGMENT_PREFIX = "pytriton_like-"
+# Triton names the shared-memory region it makes for each Python-backend stub so.
+STUB_REGION_PREFIX = "triton_python_backend_shm_region_"
 _ALIGN = 64
 
 

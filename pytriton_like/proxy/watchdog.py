@@ -12,11 +12,10 @@ import threading
 import time
 from typing import Optional
 
-from .shm import SHM_DIR, process_alive, unlink_segments
+from .shm import SHM_DIR, STUB_REGION_PREFIX, process_alive, unlink_segments
 
 __all__ = ["exit_with_owner", "stub_region"]
 
-_REGION_PREFIX = "triton_python_backend_shm_region_"
 
 
 def stub_region() -> Optional[str]:
@@ -27,7 +26,7 @@ def stub_region() -> Optional[str]:
     except OSError:
         return None
     for argument in arguments:
-        if argument.startswith(_REGION_PREFIX.encode()):
+        if argument.startswith(STUB_REGION_PREFIX.encode()):
             return argument.decode()
     return None
 

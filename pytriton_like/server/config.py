@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ..exceptions import PyTritonValidationError
 
-__all__ = ["TritonConfig", "ENV_PREFIX", "server_argv"]
+__all__ = ["TritonConfig", "ENV_PREFIX", "server_argv", "connect_host", "local_url"]
 
 ENV_PREFIX = "PYTRITON_TRITON_CONFIG_"
 DEFAULT_HTTP_PORT = 8000
@@ -252,3 +252,15 @@ def server_argv(
         else:
             argv.append(f"{flag}={value}")
     return argv
+
+
+def connect_host(address: Optional[str]) -> str:
+    """Where a client on this machine reaches an endpoint bound to ``address`` (any address: loopback)."""
+    return "127.0.0.1" if address in (None, "", "0.0.0.0") else address
+
+
+def local_url(config: TritonConfig, endpoint: str) -> str:
+    """The client URL of ``endpoint`` ("HTTP" or "gRPC") of the server on ``config``, from this machine."""
+    if endpoint == "HTTP":
+        return f"http://{connect_host(config.http_address)}:{config.ports['HTTP']}"
+    return f"grpc://{connect_host(config.grpc_address)}:{config.ports['gRPC']}"

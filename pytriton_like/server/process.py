@@ -16,13 +16,13 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonServerError
+from ..proxy.shm import STUB_REGION_PREFIX
 
 __all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits"]
 
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
-_REGION_PREFIX = "triton_python_backend_shm_region_"
 _TAIL_LINES = 40
 # A start failure without error lines quotes this many last lines of the log instead.
 _QUOTED_LINES = 10
@@ -195,7 +195,7 @@ class ServerProcess:
         """
         if self._process is None:
             return []
-        return [arg for cmdline in _group_cmdlines(self._process.pid) for arg in cmdline if arg.startswith(_REGION_PREFIX)]
+        return [arg for cmdline in _group_cmdlines(self._process.pid) for arg in cmdline if arg.startswith(STUB_REGION_PREFIX)]
 
     def stop(self, timeout_s: float) -> bool:
         """SIGINT (Triton's graceful stop), then SIGKILL after ``timeout_s``; waits for the exit.

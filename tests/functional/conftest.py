@@ -42,6 +42,21 @@ def free_config(**fields) -> TritonConfig:
 _WORKSPACE_OWNER = re.compile(r"/pytriton_like-(\d+)-")
 
 
+def url_of(config: TritonConfig, protocol: str) -> str:
+    """The client URL of the server on ``config`` for ``protocol`` ("http" or "grpc")."""
+    return f"http://127.0.0.1:{config.http_port}" if protocol == "http" else f"grpc://127.0.0.1:{config.grpc_port}"
+
+
+def wait_for(condition, timeout_s: float, interval_s: float = 0.1) -> bool:
+    """Poll ``condition`` until it holds or ``timeout_s`` passed; whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval_s)
+    return True
+
+
 def _ours() -> set:
     return {os.getpid()} | {child.pid for child in psutil.Process().children(recursive=True)}
 

@@ -15,7 +15,7 @@ from pytriton_like.exceptions import PyTritonUnrecoverableError
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton
 
-from .conftest import free_config
+from .conftest import free_config, url_of
 
 X = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 Y = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -31,7 +31,7 @@ def test_unrecoverable_error_stops_serve_and_run():
     triton.bind(model_name="GiveUp", infer_func=give_up, inputs=X, outputs=Y)
     serving = threading.Thread(target=triton.serve)
     serving.start()
-    with ModelClient(f"grpc://127.0.0.1:{config.grpc_port}", "GiveUp", init_timeout_s=60) as client:
+    with ModelClient(url_of(config, "grpc"), "GiveUp", init_timeout_s=60) as client:
         with pytest.raises(PyTritonClientError, match="the GPU fell off the bus"):
             client.infer_batch(x=np.ones((1, 1), np.float32))
     serving.join(60)
@@ -45,7 +45,7 @@ def test_requests_sent_before_the_model_is_ready_are_answered():
     answers = queue.Queue()
 
     def call_early():
-        with ModelClient(f"http://127.0.0.1:{config.http_port}", "Late", init_timeout_s=120) as client:
+        with ModelClient(url_of(config, "http"), "Late", init_timeout_s=120) as client:
             answers.put(client.infer_batch(x=np.full((1, 2), 3, np.float32))["y"])
 
     caller = threading.Thread(target=call_early)

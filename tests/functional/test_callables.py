@@ -20,7 +20,7 @@ from pytriton_like.decorators import (
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config
+from .conftest import checked_for_leaks, free_config, url_of
 
 PROTOCOLS = ["http", "grpc"]
 F32 = np.float32
@@ -124,16 +124,12 @@ def server():
         yield config
 
 
-def url(config, protocol):
-    return f"http://127.0.0.1:{config.http_port}" if protocol == "http" else f"grpc://127.0.0.1:{config.grpc_port}"
-
-
 @pytest.fixture(params=PROTOCOLS)
 def connect(request, server):
     clients = []
 
     def make(model):
-        clients.append(ModelClient(url(server, request.param), model, init_timeout_s=60))
+        clients.append(ModelClient(url_of(server, request.param), model, init_timeout_s=60))
         return clients[-1]
 
     yield make

@@ -17,7 +17,7 @@ from pytriton_like.client.exceptions import (
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config
+from .conftest import checked_for_leaks, free_config, url_of
 
 FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -44,9 +44,6 @@ def server():
         triton.run()
         yield triton, config
 
-
-def url_of(config, protocol):
-    return f"{protocol}://127.0.0.1:{config.http_port if protocol == 'http' else config.grpc_port}"
 
 
 def run_in_thread(target):

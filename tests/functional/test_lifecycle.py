@@ -49,8 +49,8 @@ def test_port_in_use_is_named_in_the_error():
 
 
 def test_two_endpoints_on_one_port_are_refused_before_start():
-    config = free_config()
-    config = TritonConfig(http_port=config.http_port, grpc_port=config.http_port, metrics_port=config.metrics_port)
+    http, metrics = free_ports(2)
+    config = TritonConfig(http_port=http, grpc_port=http, metrics_port=metrics)
     with pytest.raises(PyTritonServerError, match=f"the HTTP and gRPC ports are both {config.http_port}"):
         with Triton(config=config) as triton:
             triton.run()

@@ -12,7 +12,7 @@ from pytriton_like.client.exceptions import PyTritonClientInferenceServerError
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config
+from .conftest import checked_for_leaks, free_config, url_of
 
 FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -53,7 +53,7 @@ def server():
         triton.bind(model_name="Metered", infer_func=[double_unless_negative] * 2, inputs=FLOAT_IN,
                     outputs=FLOAT_OUT, config=ModelConfig(max_batch_size=8))
         triton.run()
-        with ModelClient(f"http://127.0.0.1:{config.http_port}", "Metered", init_timeout_s=30) as client:
+        with ModelClient(url_of(config, "http"), "Metered", init_timeout_s=30) as client:
             for index in range(GOOD):
                 client.infer_sample(np.array([index], np.float32))
             for _ in range(FAILING):

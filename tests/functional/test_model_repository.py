@@ -1,7 +1,6 @@
 """A user's model repository served next to bound models, in each model-control mode."""
 
 import shutil
-import time
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ from pytriton_like.client import ModelClient
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonModelConfigError, PyTritonValidationError
 from pytriton_like.triton import Triton, TritonConfig
 
-from .conftest import free_config
+from .conftest import free_config, url_of, wait_for
 from .handwritten import FLOAT_IN, FLOAT_OUT, multiply, write_model
 
 X = np.array([1.0, 2.0], dtype=np.float32)
@@ -18,16 +17,13 @@ _WAIT_S = 60
 
 
 def infer(config, model):
-    with ModelClient(f"http://127.0.0.1:{config.http_port}", model, init_timeout_s=30) as client:
+    with ModelClient(url_of(config, "http"), model, init_timeout_s=30) as client:
         return client.infer_sample(X)["y"].tolist()
 
 
 def wait_until(condition, what):
     """Polls ``condition`` (the poll mode acts in its own time) for at most _WAIT_S seconds."""
-    deadline = time.monotonic() + _WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"not {what} within {_WAIT_S} s"
-        time.sleep(0.1)
+    assert wait_for(condition, _WAIT_S), f"not {what} within {_WAIT_S} s"
 
 
 def test_none_mode_loads_every_repository_model_and_stop_cleans_an_unloaded_model(tmp_path):

@@ -12,7 +12,7 @@ from pytriton_like.exceptions import PyTritonServerError, PyTritonValidationErro
 from pytriton_like.model_config import EnsembleStep, ModelConfig, Tensor
 from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config
+from .conftest import checked_for_leaks, free_config, url_of
 
 # -- an ensemble: text -> its length -> length * 10 -> "long" / "short"
 
@@ -117,7 +117,7 @@ def server():
         depth = [Tensor(name="depth", dtype=np.int32, shape=(1,))]
         triton.bind("Countdown", countdown, depth, depth, config=ModelConfig(max_batch_size=4))
         triton.run()
-        yield triton, {"http": f"http://127.0.0.1:{config.http_port}", "grpc": f"grpc://127.0.0.1:{config.grpc_port}"}
+        yield triton, {protocol: url_of(config, protocol) for protocol in ("http", "grpc")}
 
 
 TEXTS = np.array([[b"hi"], [b"hello"], [b"a much longer text"]], dtype=object)

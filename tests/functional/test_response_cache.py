@@ -10,7 +10,7 @@ from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton, TritonConfig
 
-from .conftest import checked_for_leaks, free_config
+from .conftest import checked_for_leaks, free_config, url_of
 
 FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -45,7 +45,7 @@ def server():
 def test_repeated_request_is_answered_from_the_cache(server, protocol):
     config, counting = server
     func = counting[protocol]
-    url = f"http://127.0.0.1:{config.http_port}" if protocol == "http" else f"grpc://127.0.0.1:{config.grpc_port}"
+    url = url_of(config, protocol)
     with ModelClient(url, f"Cached_{protocol}", init_timeout_s=30) as client:
         first = client.infer_sample(np.array([1.0, 2.0], np.float32))
         assert func.calls == 1

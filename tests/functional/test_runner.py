@@ -1,7 +1,6 @@
 """TritonRunner against the real tritonserver, over HTTP and gRPC, sync and asyncio."""
 
 import asyncio
-import time
 
 import numpy as np
 import psutil
@@ -17,7 +16,7 @@ from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.runner import RunResult, TritonRunner
 from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config
+from .conftest import checked_for_leaks, free_config, url_of, wait_for
 
 PROTOCOLS = ["http", "grpc"]
 FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
@@ -55,9 +54,6 @@ def server():
         triton.run()
         yield triton, config
 
-
-def url_of(config, protocol):
-    return f"http://127.0.0.1:{config.http_port}" if protocol == "http" else f"grpc://127.0.0.1:{config.grpc_port}"
 
 
 @pytest.fixture(params=PROTOCOLS)
@@ -124,7 +120,7 @@ def test_dir_lists_the_models(runner):
     assert "double-2" not in names  # not an identifier: runner["double-2"] only
 
 
-def test_async_run(server, runner):
+def test_async_run(runner):
     async def main():
         async with TritonRunner(runner.url, init_timeout_s=30) as arunner:
             results = await asyncio.gather(arunner.AddSub.async_run(A, B), arunner.AddSub.async_run(a=B, b=A))
@@ -241,9 +237,7 @@ def test_close_leaves_no_connection_and_later_calls_fail(server):
         asyncio.run(use())
         with pytest.raises(PyTritonClientClosedError):
             runner.AddSub  # noqa: B018
-    deadline = time.monotonic() + 10
-    while connections_to(*ports) and time.monotonic() < deadline:
-        time.sleep(0.1)  # a closed socket may linger a moment
+    wait_for(lambda: not connections_to(*ports), timeout_s=10)  # a closed socket may linger a moment
     assert connections_to(*ports) == []
 
 

@@ -16,7 +16,7 @@ from pytriton_like.client.exceptions import PyTritonClientInferenceServerError
 from pytriton_like.model_config import ModelConfig, SequenceBatcher, Tensor
 from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config
+from .conftest import checked_for_leaks, free_config, url_of
 
 SEQUENCES = 6
 STEPS = 10
@@ -71,15 +71,12 @@ def server():
         yield config, instances
 
 
-def url_of(config, protocol):
-    return f"http://127.0.0.1:{config.http_port}" if protocol == "http" else f"grpc://127.0.0.1:{config.grpc_port}"
-
 
 def value(sequence, step):
     return (sequence + 1) * 100 + step
 
 
-def step_args(sequence, step, sequence_id):
+def step_args(step, sequence_id):
     return {"sequence_id": sequence_id, "sequence_start": step == 0, "sequence_end": step == STEPS - 1}
 
 
@@ -95,7 +92,7 @@ def run_sync(url, model, ids):
         with ModelClient(url, model) as client:
             for step in range(STEPS):
                 x = np.array([value(sequence, step)], np.int64)
-                answers[sequence_id].append(client.infer_sample(x, **step_args(sequence, step, sequence_id)))
+                answers[sequence_id].append(client.infer_sample(x, **step_args(step, sequence_id)))
 
     threads = [threading.Thread(target=one, args=(n, sequence_id)) for n, sequence_id in enumerate(ids)]
     for thread in threads:
@@ -114,7 +111,7 @@ def run_asyncio(url, model, ids):
             async def one(sequence, sequence_id):
                 for step in range(STEPS):
                     x = np.array([value(sequence, step)], np.int64)
-                    answers[sequence_id].append(await client.infer_sample(x, **step_args(sequence, step, sequence_id)))
+                    answers[sequence_id].append(await client.infer_sample(x, **step_args(step, sequence_id)))
 
             await asyncio.gather(*(one(n, sequence_id) for n, sequence_id in enumerate(ids)))
 
@@ -128,7 +125,7 @@ def run_futures(url, model, ids):
     with FuturesModelClient(url, model, max_workers=SEQUENCES) as client:
         for step in range(STEPS):
             futures = {
-                sequence_id: client.infer_sample(np.array([value(n, step)], np.int64), **step_args(n, step, sequence_id))
+                sequence_id: client.infer_sample(np.array([value(n, step)], np.int64), **step_args(step, sequence_id))
                 for n, sequence_id in enumerate(ids)
             }
             for sequence_id, future in futures.items():

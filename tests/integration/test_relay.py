@@ -727,12 +727,8 @@ def garbled_worker(proxy_module, tmp_path):
                     send_frames(peer, answers.pop(0))
 
     worker = RawWorker("garbled", serve)
-    config = TritonModelConfig(model_name=MODEL, inputs=(spec("x"),), outputs=(spec("y"),))
-    settings_ = {"owner_pid": os.getpid(), "tag": "garbled", "sockets": [worker.address], "handshake_timeout_s": 10}
-    model_dir = write_version_entry(tmp_path, config, settings_).parent
     proxy = proxy_module.TritonPythonModel()
-    proxy.initialize({"model_repository": str(model_dir), "model_version": "1",
-                      "model_instance_name": f"{MODEL}_0_0", "model_name": MODEL})
+    initialize_with(proxy, worker, tmp_path)
     yield proxy, answers
     proxy.finalize()
     worker.close()

@@ -52,9 +52,14 @@ def config(**fields) -> TritonModelConfig:
 
 def parsed(cfg: TritonModelConfig):
     """The rendered config.pbtxt parsed by protobuf's own text-format parser."""
+    return parsed_text(render_config(cfg))
+
+
+def parsed_text(text: str):
+    """config.pbtxt text parsed by protobuf's own text-format parser."""
     if model_config_pb2 is None:
         pytest.skip("google.protobuf or tritonclient.grpc is not installed")
-    return text_format.Parse(render_config(cfg), model_config_pb2.ModelConfig())
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
 
 
 def type_name(message) -> str:
@@ -427,9 +432,3 @@ def test_version_policy_needs_positive_versions():
     for versions in ([], [0, 1]):
         with pytest.raises(PyTritonValidationError, match="version numbers of 1 or more"):
             render_version_policy(versions)
-
-
-def parsed_text(text: str):
-    if model_config_pb2 is None:
-        pytest.skip("google.protobuf or tritonclient.grpc is not installed")
-    return text_format.Parse(text, model_config_pb2.ModelConfig())
