@@ -2,19 +2,23 @@
 """Where a tiny request's time goes inside the server: Triton's statistics and the relay's metrics.
 
 Serves `Double` (y = 2x, @batch, max_batch_size 64) from pytriton_like, sends 300 warm-up and then
-3,000 sequential HTTP requests of a [1, 8] FP32 input, and prints per request: the client's median
-latency, Triton's time per phase (queue, compute_input, compute_infer = the stub's execute,
-compute_output) and the relay's own split of compute_infer (time in the callable, time in the relay).
+3,000 sequential HTTP (or gRPC) requests of a [1, 8] FP32 input, and prints per request: the
+client's median latency, Triton's time per phase (queue, compute_input, compute_infer = the stub's
+execute, compute_output) and the relay's own split of compute_infer (time in the callable, time in
+the relay). TritonConfig fields come from the environment as usual, e.g.
+PYTRITON_TRITON_CONFIG_RELAY_SPIN_US=0 for a relay that never spins.
 
-Usage: .venv/bin/python bench/relay_breakdown.py
+Usage: .venv/bin/python bench/relay_breakdown.py [--grpc]
 """
 
+import argparse
 import json
 import re
 import time
 import urllib.request
 
 import numpy as np
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from pytriton_like.decorators import batch
@@ -45,6 +49,9 @@ def relay_counters(metrics_url: str) -> dict:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--grpc", action="store_true", help="send the requests over gRPC instead of HTTP")
+    protocol = "gRPC" if parser.parse_args().grpc else "HTTP"
     http_port, grpc_port, metrics_port = free_ports(3)
     config = TritonConfig(http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port)
     http = f"127.0.0.1:{config.http_port}"
@@ -54,9 +61,14 @@ def main() -> None:
                     outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))],
                     config=ModelConfig(max_batch_size=64))
         triton.run()
-        client = httpclient.InferenceServerClient(http)
-        request = httpclient.InferInput("x", [1, 8], "FP32")
-        request.set_data_from_numpy(np.ones((1, 8), np.float32), binary_data=True)
+        if protocol == "gRPC":
+            client = grpcclient.InferenceServerClient(f"127.0.0.1:{config.grpc_port}")
+            request = grpcclient.InferInput("x", [1, 8], "FP32")
+            request.set_data_from_numpy(np.ones((1, 8), np.float32))
+        else:
+            client = httpclient.InferenceServerClient(http)
+            request = httpclient.InferInput("x", [1, 8], "FP32")
+            request.set_data_from_numpy(np.ones((1, 8), np.float32), binary_data=True)
         for _ in range(WARM_UP):
             client.infer("Double", [request])
         time.sleep(1.5)  # the relay publishes its metrics once a second
@@ -70,7 +82,7 @@ def main() -> None:
         time.sleep(1.5)
         after, relay_after = json.loads(fetch(stats_url)), relay_counters(metrics_url)
         client.close()
-    print(f"client latency, median: {np.median(latencies) * 1e3:.3f} ms ({REQUESTS} sequential HTTP requests)")
+    print(f"client latency, median: {np.median(latencies) * 1e3:.3f} ms ({REQUESTS} sequential {protocol} requests)")
     first, last = before["model_stats"][0]["inference_stats"], after["model_stats"][0]["inference_stats"]
     for phase in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
         print(f"Triton {phase:15s} {(last[phase]['ns'] - first[phase]['ns']) / REQUESTS / 1e3:7.1f} us per request")

@@ -308,6 +308,7 @@ class Triton:
             workspace.sockets,
             self._on_unrecoverable,
             self._config.shm_limit_bytes,
+            self._config.relay_spin(),
             loopback=self._loopback,
         )
 

@@ -49,6 +49,7 @@ class Model:
         sockets: pathlib.Path,
         on_unrecoverable: Callable,
         shm_limit: Optional[int] = None,
+        spin_us: int = 0,
         loopback: Optional["LoopbackClients"] = None,
     ) -> None:
         """Start the workers (their sockets bound) and write the version's folder in the repository.
@@ -57,6 +58,8 @@ class Model:
 
         Args:
             shm_limit: the largest shared-memory arena of the relay, per instance and direction.
+            spin_us: how long either end of the relay polls for a message it expects before it
+                sleeps (TritonConfig.relay_spin_us).
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
         """
         handler = self._handler = BatchHandler(
@@ -75,6 +78,7 @@ class Model:
                     owner_pid=os.getpid(),
                     arena_tag=f"{self._tag}-{index}-out",
                     shm_limit=shm_limit,
+                    spin_us=spin_us,
                 )
             )
         relay = {
@@ -84,6 +88,7 @@ class Model:
             "decoupled": self.config.decoupled,
             "sequence": self.config.sequence_batcher is not None,
             "shm_limit_bytes": shm_limit,
+            "spin_us": spin_us,
             "handshake_timeout_s": _HANDSHAKE_TIMEOUT_S,
         }
         write_version_entry(repository, self.config, relay)

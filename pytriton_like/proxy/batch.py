@@ -30,6 +30,7 @@ class BatchRelay:
         count = len(requests)
         batch_id = next(connection.ids)
         try:
+            connection.nudge()  # the worker wakes while this batch is encoded
             frames = encode_message(
                 Kind.BATCH, batch_id, self.items(requests), arena=self._arena, threshold=connection.shm_threshold
             )

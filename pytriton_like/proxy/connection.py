@@ -37,11 +37,12 @@ class Connection:
         self.decoupled = bool(settings.get("decoupled", False))
         self.sequence = bool(settings.get("sequence", False))
         self.shm_limit = settings.get("shm_limit_bytes")
+        spin_us = int(settings.get("spin_us", 0))
         self.ids = itertools.count(1)
         self.reader = ArenaReader()
         exit_with_owner(self.owner_pid)
         try:
-            self.channel = connect(self.address)
+            self.channel = connect(self.address, spin_us)
         except OSError as exc:
             self.reader.close()
             raise RelayError(f"cannot reach the worker at {self.address}: {exc}") from exc
@@ -59,6 +60,13 @@ class Connection:
         except BaseException:
             self.close()
             raise
+
+    def nudge(self) -> None:
+        """Tell the worker a batch follows (transport.py); RelayError if the worker is gone."""
+        try:
+            self.channel.nudge()
+        except OSError as exc:
+            raise RelayError(f"cannot send to the worker at {self.address}: {exc}") from exc
 
     def send(self, frames) -> None:
         """Send one message; RelayError if the worker is gone."""

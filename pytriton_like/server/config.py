@@ -15,6 +15,8 @@ ENV_PREFIX = "PYTRITON_TRITON_CONFIG_"
 DEFAULT_HTTP_PORT = 8000
 DEFAULT_GRPC_PORT = 8001
 DEFAULT_METRICS_PORT = 8002
+# How long a stub polls for its worker's answer before it sleeps (docs/performance.md).
+DEFAULT_RELAY_SPIN_US = 500
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +52,11 @@ class TritonConfig:
         shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
             uses per model instance and direction; a request or response needing more fails with
             an error naming the size (default: no limit but what /dev/shm holds).
+        relay_spin_us: pytriton_like's own setting: how long, in microseconds, either end of the
+            relay polls for a message it expects before it sleeps: a model's stub for its
+            worker's answer, and the worker for a batch its stub announced (default 500; 0: both
+            sleep at once). It saves the wake-ups of a sleeping process; a model whose answers
+            take longer stops spinning by itself. The polling end uses its CPU meanwhile.
         model_control_mode: how the models of ``model_repository`` are loaded: ``"none"`` (the
             default: all at start), ``"explicit"`` (those in ``load_model`` at start, the others on
             request) or ``"poll"`` (all at start, then the folder is watched). pytriton_like runs
@@ -100,6 +107,7 @@ class TritonConfig:
     cache_directory: Optional[pathlib.Path] = None
     buffer_manager_thread_count: Optional[int] = None
     shm_limit_bytes: Optional[int] = None
+    relay_spin_us: Optional[int] = None
     model_control_mode: Optional[str] = None
     repository_poll_secs: Optional[float] = None
     load_model: Optional[List[str]] = None
@@ -111,7 +119,13 @@ class TritonConfig:
             port = getattr(self, field)
             if port is not None and not 0 < port < 65536:
                 raise PyTritonValidationError(f"TritonConfig: {field} must be within 1..65535, got {port}")
+        if self.relay_spin_us is not None and self.relay_spin_us < 0:
+            raise PyTritonValidationError(f"TritonConfig: relay_spin_us must be 0 or more, got {self.relay_spin_us}")
         _check_control_mode(self)
+
+    def relay_spin(self) -> int:
+        """``relay_spin_us``, or its default when unset."""
+        return DEFAULT_RELAY_SPIN_US if self.relay_spin_us is None else self.relay_spin_us
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
@@ -211,6 +225,7 @@ _NOT_FLAGS = {
     "log_file",
     "cache_directory",
     "shm_limit_bytes",
+    "relay_spin_us",
     # pytriton_like runs the control modes over the user's repository; the server stays explicit.
     "model_control_mode",
     "repository_poll_secs",

@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..proxy.protocol import Flags, Kind, ProtocolError, decode_message, encode_message
 from ..proxy.shm import ArenaReader, ArenaWriter
-from ..proxy.transport import UNIX_SCHEME, FramingError, recv_frames, send_frames
+from ..proxy.transport import UNIX_SCHEME, FramingError, recv_frames, send_frames, spin_until_readable
 from .calling import BatchCall
 from .handling import BatchHandler
 
@@ -33,12 +33,15 @@ class InstanceWorker:
 
     Normally one stub connects; each connection is served in turn (transport.py frames the
     messages). A connection that breaks the framing is logged and closed: a stream cannot resync.
+    After a stub's nudge the thread polls that connection without sleeping, for up to
+    ``spin_us``, until the batch arrives; if it is later, the thread goes back to sleep in poll.
 
     Args:
         call: the bound callable in the internal shape ``Requests -> Responses``; closed with the worker.
         address: ``unix://PATH`` to bind.
         arena_tag: names this worker's shared-memory arena.
         shm_limit: the largest arena it may use, in bytes (None: as large as a message needs).
+        spin_us: how long to wait for a nudged batch without sleeping.
     """
 
     def __init__(
@@ -50,8 +53,10 @@ class InstanceWorker:
         owner_pid: int,
         arena_tag: str,
         shm_limit: Optional[int] = None,
+        spin_us: int = 0,
     ):
         self._handler = handler
+        self._spin_ns = spin_us * 1000
         self._call = call
         self._arena = ArenaWriter(owner_pid, arena_tag, shm_limit)
         self._reader = ArenaReader()
@@ -67,6 +72,7 @@ class InstanceWorker:
         # batch is what makes the relay fast (docs/performance.md)
         self._poll = select.poll()
         self._sockets = {}  # file descriptor -> socket, of every socket polled
+        self._peer_polls = {}  # file descriptor -> a poll of that stub connection alone, to spin on
         for sock in (self._listener, self._wake_reader):
             self._watch(sock)
         self._failed = None  # why the worker serves no more, once it failed
@@ -95,7 +101,7 @@ class InstanceWorker:
                     if sock is self._wake_reader:
                         return
                     if sock is self._listener:
-                        self._watch(self._listener.accept()[0])
+                        self._watch_peer(self._listener.accept()[0])
                     else:
                         self._serve_one(sock)
         finally:
@@ -112,6 +118,10 @@ class InstanceWorker:
         """Answer the message waiting on ``peer``; drop the connection if it closed or broke the framing."""
         try:
             frames = recv_frames(peer)
+            while not frames:  # a nudge: the batch follows shortly
+                if not spin_until_readable(self._peer_polls[peer.fileno()], self._spin_ns):
+                    return  # it is late: wait for it in poll, with the other sockets
+                frames = recv_frames(peer)
             self._busy = True
             reply = self._handle(frames)
             self._busy = False
@@ -127,10 +137,16 @@ class InstanceWorker:
         self._sockets[sock.fileno()] = sock
         self._poll.register(sock, select.POLLIN)
 
+    def _watch_peer(self, peer: socket.socket) -> None:
+        self._watch(peer)
+        alone = self._peer_polls[peer.fileno()] = select.poll()
+        alone.register(peer, select.POLLIN)
+
     def _drop(self, peer: socket.socket) -> None:
         self._busy = False
         self._poll.unregister(peer)
         del self._sockets[peer.fileno()]
+        del self._peer_polls[peer.fileno()]
         peer.close()
 
     def _handle(self, frames):

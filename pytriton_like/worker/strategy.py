@@ -21,6 +21,7 @@ def start_worker(
     owner_pid: int,
     arena_tag: str,
     shm_limit: Optional[int] = None,
+    spin_us: int = 0,
 ) -> Worker:
     """A running worker for one instance.
 
@@ -38,4 +39,5 @@ def start_worker(
         owner_pid=owner_pid,
         arena_tag=arena_tag,
         shm_limit=shm_limit,
+        spin_us=spin_us,
     )

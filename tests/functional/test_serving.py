@@ -1,6 +1,7 @@
 """Bound callables served by the real tritonserver, called with tritonclient over HTTP and gRPC."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -117,6 +118,27 @@ def test_bind_after_run_and_default_tensor_names(server):
     result = client.infer("Late", [tensor]).as_numpy("OUTPUT_1")
     client.close()
     np.testing.assert_array_equal(result, [[6, 7]])
+
+
+def slow_double(requests):
+    time.sleep(0.005)  # ten times the default relay spin
+    return double(requests)
+
+
+@pytest.mark.parametrize("spin_us", [0, None])
+def test_answers_are_the_same_whether_the_stub_spins_or_not(spin_us):
+    config = free_config(relay_spin_us=spin_us)
+    with checked_for_leaks(), Triton(config=config) as triton:
+        triton.bind(model_name="Double", infer_func=double, inputs=FLOAT_IN, outputs=FLOAT_OUT,
+                    config=ModelConfig(max_batch_size=16))
+        triton.bind(model_name="Slow", infer_func=slow_double, inputs=FLOAT_IN, outputs=FLOAT_OUT,
+                    config=ModelConfig(max_batch_size=16))
+        triton.run()
+        for step in range(20):
+            array = np.full((1, 3), step, np.float32)
+            for protocol in PROTOCOLS:
+                for model in ("Double", "Slow"):
+                    np.testing.assert_array_equal(infer(protocol, config, model, array), array * 2)
 
 
 def test_every_dynamic_batcher_field_reaches_triton():

@@ -26,7 +26,8 @@ from pytriton_like.model_config.triton_model_config import TensorSpec, TritonMod
 from pytriton_like.models.repository import write_version_entry
 from pytriton_like.proxy.protocol import Kind, decode_message, encode_message
 from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
-from pytriton_like.proxy.transport import recv_frames, send_frames
+from pytriton_like.proxy.transport import NUDGE, recv_frames, send_frames
+from pytriton_like.server.config import DEFAULT_RELAY_SPIN_US
 from pytriton_like.worker.calling import BatchCall
 from pytriton_like.worker.handling import DEFAULT_SHM_THRESHOLD, BatchHandler
 from pytriton_like.worker.instance import InstanceWorker
@@ -162,9 +163,13 @@ def spec(name, dtype=np.float32):
 
 
 class Relay:
-    """Workers for ``calls`` bound on ipc sockets, the repository entry they announce, and proxies."""
+    """Workers for ``calls`` bound on Unix sockets, the repository entry they announce, and proxies.
 
-    def __init__(self, base, calls, shm_threshold=DEFAULT_SHM_THRESHOLD, sequence=False):
+    Both ends spin as they do by default in a server (``spin_us``).
+    """
+
+    def __init__(self, base, calls, shm_threshold=DEFAULT_SHM_THRESHOLD, sequence=False,
+                 spin_us=DEFAULT_RELAY_SPIN_US):
         self.tag = f"it{os.getpid() % 1000}x{next(_tags)}"
         self.repository = base / "repository"
         # ipc paths must stay under ~100 characters: pytest's tmp_path can be longer.
@@ -175,13 +180,14 @@ class Relay:
         self.proxies = []
         self.threads = []
         try:
-            self._start(calls, shm_threshold, sequence)
+            self._start(calls, shm_threshold, sequence, spin_us)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, calls, shm_threshold, sequence):
+    def _start(self, calls, shm_threshold, sequence, spin_us):
         addresses = [f"unix://{self.sockets}/{self.tag}-{index}" for index in range(len(calls))]
+        self.addresses = addresses
         for index, (call, address) in enumerate(zip(calls, addresses)):
             # No declared outputs and not strict: outputs pass as returned (checks are unit-tested).
             handler = BatchHandler(
@@ -194,6 +200,7 @@ class Relay:
                     address=address,
                     owner_pid=os.getpid(),
                     arena_tag=f"{self.tag}-{index}-out",
+                    spin_us=spin_us,
                 )
             )
             self.threads += [t for t in threading.enumerate() if t.name == f"pytriton_like-{self.tag}-{index}-out"]
@@ -204,6 +211,7 @@ class Relay:
             "sockets": addresses,
             "handshake_timeout_s": 10,
             "sequence": sequence,
+            "spin_us": spin_us,
         }
         self.model_dir = write_version_entry(self.repository, config, relay).parent
         assert len(self.threads) == len(calls)
@@ -624,6 +632,39 @@ def test_a_worker_gone_mid_batch_fails_the_batch_at_once(proxy_module, tmp_path)
         proxy.finalize()
         worker.close()
     assert our_segments() == set()
+
+
+# -- nudges ---------------------------------------------------------------------------------------
+
+
+def test_a_nudge_without_its_batch_leaves_the_worker_serving_and_quick_to_close(relay, proxy_module):
+    one = relay(doubled)
+    proxy = one.proxy(proxy_module)
+    # the stub nudges its worker, then fails to encode the batch: no batch follows the nudge
+    (response,) = execute(proxy, FakeInferenceRequest({"x": np.zeros(2, dtype=[("a", "<i4")])}))
+    assert "cannot send an array of dtype" in response.error.message()
+    time.sleep(0.01)  # past the worker's spin: it waits in poll again
+    np.testing.assert_array_equal(outputs(execute(proxy, FakeInferenceRequest({"x": np.ones(2)}))[0])["y"], [2, 2])
+    execute(proxy, FakeInferenceRequest({"x": np.zeros(1, dtype=[("a", "<i4")])}))
+    started = time.monotonic()
+    one.workers[0].close()  # while its stub is still connected
+    assert time.monotonic() - started < 2
+
+
+def test_a_batch_later_than_the_workers_spin_is_still_served(relay):
+    one = relay(doubled, spin_us=100)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stub:
+        stub.connect(one.addresses[0][len("unix://"):])
+        send_frames(stub, encode_message(Kind.HELLO, extra={"instance": f"{MODEL}_0_0", "pid": os.getpid()}))
+        assert decode_message(recv_frames(stub)).kind is Kind.WELCOME
+        for batch_id in (1, 2):
+            stub.sendall(NUDGE)
+            stub.sendall(NUDGE)  # several nudges in a row are one
+            time.sleep(0.05)  # 500 times the worker's spin
+            send_frames(stub, encode_message(Kind.BATCH, batch_id, [({"p": "{}", "q": []}, {"x": np.ones(3)})]))
+            result = decode_message(recv_frames(stub))
+            assert (result.kind, result.batch_id, result.final) == (Kind.RESULT, batch_id, True)
+            np.testing.assert_array_equal(result.tensors[0]["y"], [2, 2, 2])
 
 
 # -- cleanup -------------------------------------------------------------------------------------

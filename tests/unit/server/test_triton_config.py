@@ -205,6 +205,14 @@ def test_port_bounds_accepted(port):
     assert TritonConfig(http_port=port, grpc_port=port, metrics_port=port).http_port == port
 
 
+def test_relay_spin_defaults_to_500_us_and_takes_zero_and_the_environment():
+    assert TritonConfig().relay_spin() == 500
+    assert TritonConfig(relay_spin_us=0).relay_spin() == 0
+    assert TritonConfig.from_env(env(relay_spin_us="120")).relay_spin() == 120
+    with pytest.raises(PyTritonValidationError, match=r"relay_spin_us must be 0 or more, got -1"):
+        TritonConfig(relay_spin_us=-1)
+
+
 def test_both_endpoints_disabled():
     message = r"TritonConfig: allow at least one of the HTTP and gRPC endpoints"
     with pytest.raises(PyTritonValidationError, match=message):
@@ -334,10 +342,11 @@ def test_argv_every_flag_is_a_tritonserver_option():
         cache_config=["local,size=1"], cache_directory=pathlib.Path("/d"), buffer_manager_thread_count=1,
     )
     unset = [f.name for f in dataclasses.fields(TritonConfig) if getattr(every_field, f.name) is None]
-    # Not tritonserver flags: served repositories, where the log goes, the relay's own limit, and
-    # the control mode pytriton_like runs over the user's repository (the server stays explicit).
+    # Not tritonserver flags: served repositories, where the log goes, the relay's own limit and
+    # spin, and the control mode pytriton_like runs over the user's repository (the server stays explicit).
     assert unset == [
-        "model_repository", "log_file", "shm_limit_bytes", "model_control_mode", "repository_poll_secs", "load_model"
+        "model_repository", "log_file", "shm_limit_bytes", "relay_spin_us", "model_control_mode",
+        "repository_poll_secs", "load_model",
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS
