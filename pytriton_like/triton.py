@@ -198,15 +198,7 @@ class Triton:
                 "TritonConfig(cache_config=['local,size=1048576']); without one Triton ignores it"
             )
         with self._changed:
-            if self._state in (_State.STOPPING, _State.STOPPED):
-                raise PyTritonInvalidOperationError(f"cannot bind model {model_name!r}: this Triton is stopped")
-            if self._repository is not None and model_name in self._repository:
-                raise PyTritonInvalidOperationError(
-                    f"cannot bind model {model_name!r}: the model repository {self._repository.path} has a model"
-                    " of that name; Triton needs unique names"
-                )
-            if model_name in self._ensembles:
-                raise PyTritonInvalidOperationError(f"a model named {model_name!r} is bound already (an ensemble)")
+            self._check_bindable("model", model_name)  # another version of a bound model is fine
             model = Model(model_config, funcs, strict=strict, tag=f"t{self._id}m{next(self._tags)}")
             self._models.add(model)
             if self._state is _State.RUNNING:
@@ -268,19 +260,28 @@ class Triton:
         except TypeError as exc:
             raise PyTritonValidationError(f"ensemble {model_name!r}: {exc}") from None
         with self._changed:
-            if self._state in (_State.STOPPING, _State.STOPPED):
-                raise PyTritonInvalidOperationError(f"cannot bind ensemble {model_name!r}: this Triton is stopped")
-            if model_name in self._models or model_name in self._ensembles:
+            self._check_bindable("ensemble", model_name)
+            if model_name in self._models:
                 raise PyTritonInvalidOperationError(f"a model named {model_name!r} is bound already")
-            if self._repository is not None and model_name in self._repository:
-                raise PyTritonInvalidOperationError(
-                    f"cannot bind ensemble {model_name!r}: the model repository {self._repository.path} has a model"
-                    " of that name; Triton needs unique names"
-                )
             validate_ensemble(config, self._known_configs())
             self._ensembles[model_name] = config
             if self._state is _State.RUNNING:
                 self._load_ensemble(config)
+
+    def _check_bindable(self, what: str, model_name: str) -> None:
+        """Raise unless a ``what`` ("model" or "ensemble") may be bound as ``model_name`` now.
+
+        Called with ``self._changed`` held.
+        """
+        if self._state in (_State.STOPPING, _State.STOPPED):
+            raise PyTritonInvalidOperationError(f"cannot bind {what} {model_name!r}: this Triton is stopped")
+        if self._repository is not None and model_name in self._repository:
+            raise PyTritonInvalidOperationError(
+                f"cannot bind {what} {model_name!r}: the model repository {self._repository.path} has a model"
+                " of that name; Triton needs unique names"
+            )
+        if model_name in self._ensembles:
+            raise PyTritonInvalidOperationError(f"a model named {model_name!r} is bound already (an ensemble)")
 
     def _known_configs(self) -> Dict[str, TritonModelConfig]:
         """Specs of every bound model and ensemble, by name: what ensembles are checked against."""
@@ -400,16 +401,13 @@ class Triton:
         self._server.start(_START_TIMEOUT_S)
         if config.allow_http is not False:
             self._control = ServerControl(connect_host(config.http_address), config.ports["HTTP"])
-            expected = [(model.name, model.version) for model in self._models]
-            for name, version in expected + [(name, None) for name in repository_models]:
+            expected = [("model", model.name, model.version) for model in self._models]
+            expected += [("model", name, None) for name in repository_models]
+            expected += [("ensemble", name, ensemble.model_version) for name, ensemble in self._ensembles.items()]
+            for what, name, version in expected:
                 if not self._control.model_ready(name, version):
                     raise PyTritonServerError(
-                        f"model {name!r} is not ready after start", log_tail=self._server.log_tail()
-                    )
-            for ensemble in self._ensembles.values():
-                if not self._control.model_ready(ensemble.model_name, ensemble.model_version):
-                    raise PyTritonServerError(
-                        f"ensemble {ensemble.model_name!r} is not ready after start", log_tail=self._server.log_tail()
+                        f"{what} {name!r} is not ready after start", log_tail=self._server.log_tail()
                     )
         if config.model_control_mode == "poll":
             self._poller = RepositoryPoller(

@@ -288,9 +288,9 @@ class AsyncioModelClient:
                 timeout_s = self._core.control_timeout_s(waiter)
                 with self._core.errors("config request", timeout_s):
                     response = await self._connections.get(_CONTROL).get_model_config(
-                        **self._core.config_call(timeout_s)
+                        **self._core.model_call(timeout_s)
                     )
-                self._core.set_model_config_response(response)
+                self._core.set_model_config(self._core.raw_model_config(response))
             self._ready = True
 
     async def _wait(self, waiter: ReadinessWaiter, *, check_model: bool) -> None:
@@ -334,9 +334,9 @@ class AsyncioModelClient:
         try:
             with self._core.errors("repository index request", timeout_s):
                 index = await self._connections.get(_CONTROL).get_model_repository_index(
-                    **self._core.index_call(timeout_s)
+                    **self._core.control_kwargs(timeout_s)
                 )
         except _NOT_YET:
             _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
             return None
-        return model_state_from_index(index, self._core.model_name, self._core.model_version)
+        return model_state_from_index(self._core.raw_index(index), self._core.model_name, self._core.model_version)

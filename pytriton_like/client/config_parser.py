@@ -1,8 +1,9 @@
 """Parsing of the model configuration the server returns as JSON (no I/O).
 
-HTTP returns the configuration as a JSON object; gRPC (``as_json=True``) returns the
-protobuf's JSON mapping, which differs in small ways: 64-bit integers come as
-strings and fields at their default value are left out. Both are read here.
+The clients hand it the configuration in the shape Triton's HTTP endpoint writes, on both
+protocols (gRPC's message is converted by ``management.message_to_dict``). It also reads
+protobuf's own JSON mapping (64-bit integers as strings, fields at their default value left
+out), so a configuration from any Triton tool parses.
 """
 
 import logging
@@ -23,8 +24,7 @@ def parse_model_config(config: Mapping[str, Any], model_version: Optional[str] =
     """Builds a :class:`TritonModelConfig` from the server's JSON model configuration.
 
     Args:
-        config: the configuration as tritonclient returns it (for gRPC, the ``config`` member
-            of the response).
+        config: the configuration as Triton's HTTP endpoint returns it (``ClientCore.raw_model_config``).
         model_version: the version the client asked for (``None``: the latest); the
             configuration itself does not carry one.
 

@@ -34,6 +34,7 @@ from .inference import (
     verify_headers,
     verify_inputs_args,
     verify_parameters,
+    verify_flag,
     verify_sequence,
 )
 from .management import index_entries, message_to_dict
@@ -367,20 +368,6 @@ class ClientCore:
         """Timeout of the repository-index call that explains an expired readiness wait."""
         return min(_VERDICT_TIMEOUT_S, self.control_timeout_s())
 
-    def config_call(self, timeout_s: float) -> Dict[str, Any]:
-        """Arguments of tritonclient's ``get_model_config`` (sync or asyncio, HTTP or gRPC)."""
-        kwargs = self.model_call(timeout_s)
-        if self.protocol is Protocol.GRPC:
-            kwargs["as_json"] = True
-        return kwargs
-
-    def index_call(self, timeout_s: float) -> Dict[str, Any]:
-        """Arguments of tritonclient's ``get_model_repository_index``."""
-        kwargs = self.control_kwargs(timeout_s)
-        if self.protocol is Protocol.GRPC:
-            kwargs["as_json"] = True
-        return kwargs
-
     # -- model management: tritonclient's arguments and its answers in HTTP's JSON shape ----------
 
     def model_call(self, timeout_s: float) -> Dict[str, Any]:
@@ -397,7 +384,7 @@ class ClientCore:
             PyTritonClientValueError: ``all_models`` is not a bool.
         """
         kwargs = self.model_call(timeout_s)
-        if _flag("all_models", all_models):
+        if verify_flag("all_models", all_models):
             kwargs.update(model_name="", model_version="")  # Triton's "every model"
         return kwargs
 
@@ -416,7 +403,7 @@ class ClientCore:
         """
         kwargs: Dict[str, Any] = {
             "model_name": self.model_name,
-            "unload_dependents": _flag("unload_dependents", unload_dependents),
+            "unload_dependents": verify_flag("unload_dependents", unload_dependents),
         }
         kwargs.update(self.control_kwargs(self.inference_timeout_s))
         return kwargs
@@ -432,10 +419,6 @@ class ClientCore:
     def raw_index(self, response: Any) -> List[Dict[str, Any]]:
         """The entries from ``get_model_repository_index`` (``control_kwargs`` arguments)."""
         return index_entries(response)
-
-    def set_model_config_response(self, response: Mapping[str, Any]) -> TritonModelConfig:
-        """Keeps the model config from tritonclient's ``get_model_config`` response (HTTP or gRPC JSON)."""
-        return self.set_model_config(response["config"] if self.protocol is Protocol.GRPC else response)
 
     def _require_config(self) -> TritonModelConfig:
         if self._model_config is None:
@@ -455,8 +438,3 @@ def _timeout(name: str, value: Optional[float], default: Optional[float]) -> flo
         raise PyTritonClientValueError(f"{name} must be a number of seconds > 0, got {value!r}")
     return float(value)
 
-
-def _flag(name: str, value: bool) -> bool:
-    if not isinstance(value, bool):
-        raise PyTritonClientValueError(f"{name} must be True or False, got {value!r}")
-    return value

@@ -28,6 +28,7 @@ __all__ = [
     "verify_parameters",
     "verify_headers",
     "verify_sequence",
+    "verify_flag",
     "SequenceIdT",
     "bind_inputs",
     "build_request",
@@ -149,9 +150,8 @@ def verify_sequence(sequence_id: SequenceIdT, sequence_start: bool, sequence_end
         PyTritonClientValueError: a ``sequence_id`` that is not a positive int below 2**64 or a
             non-empty string, flags that are not bools, or flags without a ``sequence_id``.
     """
-    for name, flag in (("sequence_start", sequence_start), ("sequence_end", sequence_end)):
-        if not isinstance(flag, bool):
-            raise PyTritonClientValueError(f"{name} must be a bool, got {type(flag).__name__}: {flag!r}")
+    verify_flag("sequence_start", sequence_start)
+    verify_flag("sequence_end", sequence_end)
     if sequence_id is None:
         if sequence_start or sequence_end:
             raise PyTritonClientValueError("sequence_start and sequence_end need a sequence_id")
@@ -165,6 +165,13 @@ def verify_sequence(sequence_id: SequenceIdT, sequence_start: bool, sequence_end
         )
     elif not 0 < sequence_id < 2**64:
         raise PyTritonClientValueError(f"an integer sequence_id must be within 1..2**64-1, got {sequence_id}")
+
+
+def verify_flag(name: str, value: bool) -> bool:
+    """``value``, if it is True or False; PyTritonClientValueError naming ``name`` otherwise."""
+    if not isinstance(value, bool):
+        raise PyTritonClientValueError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def _verify_mapping(what: str, mapping: Any, value_types: Tuple[type, ...]) -> None:

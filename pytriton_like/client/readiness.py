@@ -8,7 +8,7 @@ with a short backoff is the only way to wait; it lives only here.
 
 import enum
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .error_mapping import ErrorContext
 from .exceptions import PyTritonClientError, PyTritonClientModelUnavailableError, PyTritonClientTimeoutError
@@ -37,22 +37,20 @@ class ModelState(enum.Enum):
 
 
 def model_state_from_index(
-    index: Any, model_name: str, model_version: Optional[str]
+    entries: List[Dict[str, Any]], model_name: str, model_version: Optional[str]
 ) -> Tuple[ModelState, Optional[str]]:
     """State (and the server's reason, if any) of a model in a repository index.
 
     Args:
-        index: ``get_model_repository_index()`` of tritonclient: a list of dicts (HTTP) or a
-            dict with ``models`` (gRPC with ``as_json=True``).
+        entries: the index's entries as Triton's HTTP endpoint writes them (``ClientCore.raw_index``).
         model_name: the model.
         model_version: the version (``None``: the numerically greatest one listed).
 
     Returns:
         ``(state, reason)``; ``UNAVAILABLE`` when the model (version) is not listed.
     """
-    entries = index.get("models", []) if isinstance(index, dict) else index
     versions: Dict[str, Tuple[ModelState, Optional[str]]] = {}
-    for entry in entries or []:
+    for entry in entries:
         if entry.get("name") != model_name or not entry.get("version"):
             continue
         state = entry.get("state")

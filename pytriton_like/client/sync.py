@@ -473,8 +473,8 @@ class ModelClient:
             if self._core.model_config is None:
                 timeout_s = self._core.control_timeout_s(waiter)
                 with self._core.errors("config request", timeout_s):
-                    response = self._control().get_model_config(**self._core.config_call(timeout_s))
-                self._core.set_model_config_response(response)
+                    response = self._control().get_model_config(**self._core.model_call(timeout_s))
+                self._core.set_model_config(self._core.raw_model_config(response))
             self._ready = True
 
     def _wait(self, waiter: ReadinessWaiter, *, check_model: bool) -> None:
@@ -513,8 +513,8 @@ class ModelClient:
         timeout_s = self._core.verdict_timeout_s()
         try:
             with self._core.errors("repository index request", timeout_s):
-                index = self._control().get_model_repository_index(**self._core.index_call(timeout_s))
+                index = self._control().get_model_repository_index(**self._core.control_kwargs(timeout_s))
         except _NOT_YET:
             _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
             return None
-        return model_state_from_index(index, self._core.model_name, self._core.model_version)
+        return model_state_from_index(self._core.raw_index(index), self._core.model_name, self._core.model_version)

@@ -31,10 +31,6 @@ class BoundModels:
         """The bound model names, in binding order."""
         return list(self._models)
 
-    def versions(self, name: str) -> List[int]:
-        """The bound versions of ``name``, ascending."""
-        return sorted(self._models.get(name, {}))
-
     def check(self, model: Model) -> None:
         """Raise if ``model`` cannot be added: its name and version are bound, or its config differs.
 

@@ -99,12 +99,9 @@ def test_decoupled_model_refused():
 
 def test_config_calls_per_protocol():
     http, grpc = ClientCore("localhost", "M", "2"), ClientCore("grpc://localhost", "M")
-    assert http.config_call(1.0) == {"model_name": "M", "model_version": "2"}
-    assert grpc.config_call(1.0) == {"model_name": "M", "model_version": "", "as_json": True, "client_timeout": 1.0}
-    assert http.index_call(1.0) == {}
-    assert grpc.index_call(1.0) == {"as_json": True, "client_timeout": 1.0}
-    assert grpc.set_model_config_response({"config": {"name": "M"}}).model_name == "M"
-    assert http.set_model_config_response({"name": "M"}).model_version == 2
+    assert http.model_call(1.0) == {"model_name": "M", "model_version": "2"}
+    assert grpc.model_call(1.0) == {"model_name": "M", "model_version": "", "client_timeout": 1.0}
+    assert http.set_model_config(http.raw_model_config({"name": "M"})).model_version == 2
 
 
 def test_management_calls_per_protocol():
@@ -158,8 +155,7 @@ def test_access_token_goes_with_every_call():
         "client_timeout": 1.0,
         "headers": {"triton-grpc-protocol-triton-access-token": "t"},
     }
-    assert grpc.config_call(1.0)["headers"] == {"triton-grpc-protocol-triton-access-token": "t"}
-    assert http.index_call(1.0) == {"headers": {"triton-access-token": "t"}}
+    assert grpc.model_call(1.0)["headers"] == {"triton-grpc-protocol-triton-access-token": "t"}
     call = CallArgs((np.zeros(1, np.float32),), {}, None, {"X-Tag": "a"}, sample=True)
     assert http.prepare(call).headers == {"triton-access-token": "t", "x-tag": "a"}
     without = ClientCore("localhost", "M", model_config=make_config())

@@ -13,10 +13,8 @@ HTTP_INDEX = [
     {"name": "B", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"},
     {"name": "C"},  # listed without versions: not loaded
 ]
-GRPC_INDEX = {"models": HTTP_INDEX}
 
 
-@pytest.mark.parametrize("index", [HTTP_INDEX, GRPC_INDEX])
 @pytest.mark.parametrize(
     "name, version, expected",
     [
@@ -28,16 +26,16 @@ GRPC_INDEX = {"models": HTTP_INDEX}
         ("Z", None, (ModelState.UNAVAILABLE, None)),
     ],
 )
-def test_model_state_from_index(index, name, version, expected):
-    assert model_state_from_index(index, name, version) == expected
+def test_model_state_from_index(name, version, expected):
+    assert model_state_from_index(HTTP_INDEX, name, version) == expected
 
 
 def test_entry_without_state_is_loading():
     assert model_state_from_index([{"name": "A", "version": "1"}], "A", None) == (ModelState.LOADING, None)
 
 
-def test_empty_grpc_index():
-    assert model_state_from_index({}, "A", None) == (ModelState.UNAVAILABLE, None)
+def test_empty_index():
+    assert model_state_from_index([], "A", None) == (ModelState.UNAVAILABLE, None)
 
 
 class FakeClock:

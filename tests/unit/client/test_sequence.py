@@ -40,7 +40,7 @@ def test_no_sequence_is_tritonclients_zero():
         ({"sequence_id": 1.5}, "must be an int or a str"),
         ({"sequence_start": True}, "need a sequence_id"),
         ({"sequence_end": True}, "need a sequence_id"),
-        ({"sequence_id": 1, "sequence_end": 1}, "sequence_end must be a bool"),
+        ({"sequence_id": 1, "sequence_end": 1}, "sequence_end must be True or False, got 1"),
     ],
 )
 def test_bad_sequence_arguments(kwargs, message):
