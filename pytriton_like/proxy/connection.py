@@ -112,7 +112,13 @@ def request_items(requests) -> list:
     items = []
     for request in requests:
         tensors = {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
-        fields = {"p": request.parameters(), "q": list(request.requested_output_names())}
+        fields = {}  # defaults left out: every field is JSON the relay encodes and decodes per request
+        parameters = request.parameters()
+        if parameters != "{}":
+            fields["p"] = parameters
+        requested = request.requested_output_names()
+        if requested:
+            fields["q"] = list(requested)
         items.append((fields, tensors))
     return items
 

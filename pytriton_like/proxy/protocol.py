@@ -13,7 +13,8 @@ Header fields::
     r   one item per request; item["t"] lists its tensors, each
         {"n": name, "d": dtype, "s": shape, "f": frame index}  inline, or
         {"n": name, "d": dtype, "s": shape, "o": offset, "b": nbytes}  in the arena
-        BATCH items also carry "p" (parameters as JSON text) and "q" (requested outputs),
+        BATCH items also carry "p" (parameters as JSON text; left out when there are none) and
+        "q" (requested outputs; left out when the client asked for all),
         and for a model with a sequence batcher "c" (correlation id, int or str) and "g"
         (Triton's request flags: 1 sequence start, 2 sequence end);
         RESULT items carry "e" (error text) instead of "t" when the request failed.
@@ -71,10 +72,11 @@ class Flags(enum.IntFlag):
 
 
 # Enum calls and json.dumps with separators cost a microsecond or more each, several times a
-# message: the relay's per-request cost is what these save (docs/performance.md).
+# message: the relay's per-request cost is what these save (docs/performance.md). Headers are
+# built here, never circular: the encoder need not track the containers it has seen.
 _KINDS = {int(kind): kind for kind in Kind}
 _FINAL = int(Flags.FINAL)
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 _DECODER = json.JSONDecoder()
 
 
