@@ -56,7 +56,9 @@ class TritonConfig:
             relay polls for a message it expects before it sleeps: a model's stub for its
             worker's answer, and the worker for a batch its stub announced (default 500; 0: both
             sleep at once). It saves the wake-ups of a sleeping process; a model whose answers
-            take longer stops spinning by itself. The polling end uses its CPU meanwhile.
+            take longer stops spinning by itself, and a model with more instances than half the
+            CPUs never spins (they would take each other's CPUs). The polling end uses its CPU
+            meanwhile.
         model_control_mode: how the models of ``model_repository`` are loaded: ``"none"`` (the
             default: all at start), ``"explicit"`` (those in ``load_model`` at start, the others on
             request) or ``"poll"`` (all at start, then the folder is watched). pytriton_like runs
