@@ -60,10 +60,10 @@ class Model:
             shm_limit: the largest shared-memory arena of the relay, per instance and direction.
             spin_us: how long either end of the relay polls for a message it expects before it
                 sleeps (TritonConfig.relay_spin_us); only used while the model's instances leave
-                CPUs idle (:func:`relay_spin`).
+                CPUs idle (:func:`usable_spin_us`).
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
         """
-        spin_us = relay_spin(spin_us, len(self._infer_funcs))
+        spin_us = usable_spin_us(spin_us, len(self._infer_funcs))
         handler = self._handler = BatchHandler(
             self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
         )
@@ -115,7 +115,7 @@ class Model:
         remove_version_entry(repository, self.name, self.version)
 
 
-def relay_spin(spin_us: int, instances: int) -> int:
+def usable_spin_us(spin_us: int, instances: int) -> int:
     """The spin time a model's relay uses: ``spin_us`` while each instance's stub and worker can
     have a CPU of their own, else 0. Spinning pays only when a CPU would otherwise be idle; two
     instances on two cores were slower with it (docs/performance.md)."""

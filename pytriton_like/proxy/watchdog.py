@@ -17,7 +17,6 @@ from .shm import SHM_DIR, STUB_REGION_PREFIX, process_alive, unlink_segments
 __all__ = ["exit_with_owner", "stub_region"]
 
 
-
 def stub_region() -> Optional[str]:
     """Name of this stub's Triton shared-memory region (from its command line), if any."""
     try:

@@ -15,7 +15,8 @@ ENV_PREFIX = "PYTRITON_TRITON_CONFIG_"
 DEFAULT_HTTP_PORT = 8000
 DEFAULT_GRPC_PORT = 8001
 DEFAULT_METRICS_PORT = 8002
-# How long a stub polls for its worker's answer before it sleeps (docs/performance.md).
+# How long either end of a model's relay polls for the message it expects before it sleeps
+# (TritonConfig.relay_spin_us, docs/performance.md).
 DEFAULT_RELAY_SPIN_US = 500
 
 

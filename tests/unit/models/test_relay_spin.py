@@ -1,10 +1,10 @@
-"""Which models spin on their relay (models/model.py: relay_spin)."""
+"""Which models spin on their relay (models/model.py: usable_spin_us)."""
 
 import os
 
 import pytest
 
-from pytriton_like.models.model import relay_spin
+from pytriton_like.models.model import usable_spin_us
 
 
 @pytest.mark.parametrize(
@@ -13,9 +13,9 @@ from pytriton_like.models.model import relay_spin
 )
 def test_a_model_spins_only_while_each_instance_has_two_cpus(monkeypatch, cpus, instances, expected):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
-    assert relay_spin(500, instances) == expected
+    assert usable_spin_us(500, instances) == expected
 
 
 def test_zero_stays_zero(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
-    assert relay_spin(0, 1) == 0
+    assert usable_spin_us(0, 1) == 0
