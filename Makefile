@@ -4,11 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test soak venv clean
+.PHONY: demo test soak venv clean sanitize fuzz
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[test]"
@@ -25,21 +25,46 @@ soak: $(STAMP)
 	$(BIN)/python -m pytest tests/soak -m soak -s -q
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache pytriton_like/relay/*.so
+	$(MAKE) -C native clean
 
-# Benchmark against NVIDIA PyTriton and the floor (docs/performance.md); needs wrk and matplotlib.
+# The relay's backend built with AddressSanitizer and UndefinedBehaviorSanitizer, and the
+# functional and integration tests run on it (tritonserver is not instrumented: the sanitizer
+# runtime is preloaded into every process of the run). The plain build is restored afterwards.
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
+sanitize: $(STAMP)
+	PYTRITON_LIKE_CFLAGS="$(SANITIZE_FLAGS)" $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		$(BIN)/python -m pytest tests/functional tests/integration -p no:cacheprovider -q; \
+		status=$$?; $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . && exit $$status
+
+# libFuzzer on the backend's decoder of the worker's answers, FUZZ_SECONDS long (default 120).
+fuzz:
+	command -v clang >/dev/null || apt-get install -y clang || (apt-get update && apt-get install -y clang)
+	$(MAKE) -C native fuzz
+
+# Benchmark against NVIDIA PyTriton and the two floors (docs/performance.md); wrk, perf_analyzer, matplotlib.
 .PHONY: bench bench-quick
 BENCH_STAMP := $(VENV)/.bench-stamp
 NEED_WRK := command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
+
+PERF_ANALYZER := $(VENV)/perf_analyzer/perf_analyzer
+NEED_B64 := ldconfig -p | grep -q libb64.so.0d || apt-get install -y libb64-0d || (apt-get update && apt-get install -y libb64-0d)
 
 $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
 	touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP)
+# Triton's perf_analyzer (the tritonclient 2.40.0 wheel ships the last one; bench/install_perf_analyzer.py).
+$(PERF_ANALYZER): $(STAMP)
+	@$(NEED_B64)
+	$(BIN)/python bench/install_perf_analyzer.py
+
+bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(BIN)/python bench/run.py
 
-bench-quick: $(BENCH_STAMP)
+bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(BIN)/python bench/run.py --quick

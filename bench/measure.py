@@ -4,6 +4,7 @@ Every loop is bounded in count and in time; all traffic goes to 127.0.0.1.
 """
 
 import contextlib
+import csv
 import http.client
 import json
 import os
@@ -11,6 +12,7 @@ import pathlib
 import re
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from typing import Callable, Dict, List, Optional
@@ -251,4 +253,46 @@ def peak_memory(port: int, processes: Callable[[], List[psutil.Process]], x: np.
         "peak_rss_mib": busy.peak_rss / 2**20,
         "peak_pss_mib": busy.peak_pss / 2**20,
         "samples": busy.samples,
+    }
+
+
+# -- perf_analyzer ----------------------------------------------------------------------------------
+
+# Where `make bench` puts perf_analyzer (from the tritonclient 2.40.0 wheel, the last that ships
+# it) and a libcudart.so.12 for it (a link to the one in nvidia-pytriton's libraries).
+PERF_ANALYZER_DIR = pathlib.Path(__file__).resolve().parent.parent / ".venv" / "perf_analyzer"
+
+
+def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: int = 2000, trials: int = 6) -> Dict:
+    """Triton's own load generator against ``Double``: ``concurrency`` requests of [1, 8] FP32 kept
+    in flight over ``protocol`` ("http" or "grpc") until three windows of ``interval_ms`` agree
+    within 20% (at most ``trials`` windows). Returns req/s and latency percentiles in ms."""
+    binary = PERF_ANALYZER_DIR / "perf_analyzer"
+    if not binary.exists():
+        raise FileNotFoundError(f"{binary} is missing: `make bench` installs it")
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(PERF_ANALYZER_DIR / "lib"), env.get("LD_LIBRARY_PATH")]))
+    with tempfile.TemporaryDirectory(prefix="perf-analyzer-") as tmp:
+        csv_path = os.path.join(tmp, "result.csv")
+        argv = [
+            str(binary), "-m", "Double", "-u", f"127.0.0.1:{port}", "-i", protocol, "--shape", "x:8",
+            f"--concurrency-range={concurrency}", f"--measurement-interval={interval_ms}",
+            f"--max-trials={trials}", "--stability-percentage=20", "-f", csv_path,
+        ]
+        completed = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                   timeout=30 + trials * interval_ms / 1000 * 3)
+        if completed.returncode != 0 or not os.path.exists(csv_path):
+            tail = "\n".join((completed.stdout + completed.stderr).splitlines()[-5:])
+            raise RuntimeError(f"perf_analyzer exited with {completed.returncode}: {tail}")
+        with open(csv_path, encoding="utf-8") as file:
+            rows = list(csv.DictReader(file))
+    row = rows[0]
+    return {
+        "concurrency": concurrency,
+        "req_per_s": float(row["Inferences/Second"]),
+        "p50_ms": float(row["p50 latency"]) / 1000,
+        "p90_ms": float(row["p90 latency"]) / 1000,
+        "p99_ms": float(row["p99 latency"]) / 1000,
+        "command": " ".join(argv[:-2]),
+        "stable": "Failed to obtain stable measurement" not in completed.stdout + completed.stderr,
     }

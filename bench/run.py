@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Benchmark pytriton_like against NVIDIA PyTriton and against the floor (Triton computing in the stub).
+"""Benchmark pytriton_like against NVIDIA PyTriton and two floors: Triton computing in a
+Python-backend stub, and Triton computing in a minimal C backend (no Python at all).
 
 Serves the same ``Double`` model (y = 2x, FP32 [-1], max_batch_size 64, dynamic batching) from
 each server in turn, on free loopback ports, and measures sequential latency (HTTP, gRPC),
-throughput under 8/32/128 HTTP connections (wrk), large-tensor throughput over gRPC, time to
-ready and peak memory. Prints a table with ratios to PyTriton and the issue's targets, and
+Triton's perf_analyzer at concurrency 1, 8 and 32 (HTTP, gRPC), throughput under 8/32/128 HTTP
+connections (wrk), large-tensor throughput over gRPC, time to ready and peak memory. Prints a
+table with ratios to PyTriton and to the Python-backend floor and the issues' targets, and
 writes JSON and a PNG plot. ``make bench`` runs the full profile, ``make bench-quick`` the quick one.
 
 Example:
@@ -50,11 +52,13 @@ class Profile:
     large_time_limit_s: float
     memory_mib: int
     stop_grace_s: float
+    pa_concurrency: Tuple[int, ...]  # perf_analyzer's concurrency levels, each over HTTP and gRPC
+    pa_interval_ms: int
 
 
 PROFILES = {
-    "full": Profile("full", 3000, 300, 90.0, 10.0, (8, 32, 128), ((16, 30), (256, 6)), 60.0, 256, 15.0),
-    "quick": Profile("quick", 300, 50, 8.0, 2.0, (8, 32, 128), ((16, 4),), 10.0, 16, 3.0),
+    "full": Profile("full", 3000, 300, 90.0, 10.0, (8, 32, 128), ((16, 30), (256, 6)), 60.0, 256, 15.0, (1, 8, 32), 3000),
+    "quick": Profile("quick", 300, 50, 8.0, 2.0, (8, 32, 128), ((16, 4),), 10.0, 16, 3.0, (1, 8, 32), 1000),
 }
 MAX_BATCH_SIZE = 64
 
@@ -92,6 +96,18 @@ def measure_server(server: servers.Server, profile: Profile, result: Dict) -> No
             metrics[f"seq_{protocol}_p99_ms"] = seq["p99_ms"]
             log(f"  seq {protocol}: median {seq['median_ms']:.3f} ms, p99 {seq['p99_ms']:.3f} ms "
                 f"({seq['requests']} requests)")
+
+    for protocol, port in (("http", server.http_port), ("grpc", server.grpc_port)):
+        for concurrency in profile.pa_concurrency:
+            name = f"pa_{protocol}_c{concurrency}"
+            with _phase(errors, name):
+                pa = details[name] = measure.perf_analyzer(
+                    protocol, port, concurrency=concurrency, interval_ms=profile.pa_interval_ms
+                )
+                metrics[f"{name}_rps"] = pa["req_per_s"]
+                metrics[f"{name}_p50_ms"] = pa["p50_ms"]
+                log(f"  perf_analyzer {protocol} c{concurrency}: {pa['req_per_s']:,.0f} infer/s, "
+                    f"p50 {pa['p50_ms']:.3f} ms{'' if pa['stable'] else ' (not stable)'}")
 
     for connections in profile.connections:
         with _phase(errors, f"wrk_{connections}"):
@@ -132,6 +148,8 @@ def bench_server(key: str, workdir: pathlib.Path, profile: Profile, instances: i
     try:
         if key == "floor":
             server = servers.start_floor(workdir, instances=instances, max_batch_size=MAX_BATCH_SIZE)
+        elif key == "native_floor":
+            server = servers.start_native_floor(workdir, instances=instances, max_batch_size=MAX_BATCH_SIZE)
         else:
             server = servers.start_python_server(
                 key, report.SERVERS[key], workdir, instances=instances, max_batch_size=MAX_BATCH_SIZE
@@ -262,6 +280,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     memory_mib = profile.memory_mib
     text = report.table(results, memory_mib)
     ratio = report.ratios(results)
+    ratio_to_floor = report.ratios(results, report.FLOOR)
     document = {
         "date": date,
         "command": command,
@@ -274,7 +293,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "duration_s": round(time.monotonic() - started, 1),
         "servers": results,
         "ratios_to_pytriton": ratio,
-        "targets": report.verdicts(ratio),
+        "ratios_to_floor": ratio_to_floor,
+        "targets": report.verdicts(results),
         "table_markdown": text,
     }
     report.write_json(out, document)

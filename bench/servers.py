@@ -1,4 +1,4 @@
-"""The three servers the benchmark compares, and a process tree that leaves nothing behind.
+"""The four servers the benchmark compares, and a process tree that leaves nothing behind.
 
 Each server runs in its own session (``start_new_session=True``) with loopback-only ports.
 :class:`ProcessTree` keeps a record of every process the server started (tritonserver and the
@@ -25,11 +25,14 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import psutil
 
-__all__ = ["Server", "ServerError", "ProcessTree", "free_ports", "start_python_server", "start_floor"]
+__all__ = [
+    "Server", "ServerError", "ProcessTree", "free_ports", "start_python_server", "start_floor", "start_native_floor",
+]
 
 logger = logging.getLogger(__name__)
 
 HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
 SITE_PACKAGES = pathlib.Path(sysconfig.get_paths()["purelib"])
 PYTRITON_DIR = SITE_PACKAGES / "pytriton"
 BUNDLE_LIBS = SITE_PACKAGES / "nvidia_pytriton.libs"
@@ -296,21 +299,45 @@ def start_floor(workdir: pathlib.Path, *, instances: int, max_batch_size: int) -
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = PYTRITON_DIR / "tritonserver" / "python_backend_stubs" / version / "triton_python_backend_stub"
     shutil.copy2(stub, backends / stub.name)
-    model_dir = workdir / "floor" / "repository" / "Double"
+    model_dir = _floor_model(workdir / "floor", "python", instances, max_batch_size)
+    model = (HERE / "floor" / "model.py").read_text().replace("@SITE_PACKAGES@", str(SITE_PACKAGES))
+    (model_dir / "1" / "model.py").write_text(model)
+    return _start_tritonserver("floor", "floor", workdir, model_dir.parent, backends.parent)
+
+
+def start_native_floor(workdir: pathlib.Path, *, instances: int, max_batch_size: int) -> Server:
+    """Plain tritonserver from the wheel with a minimal C backend computing inside it
+    (``bench/native_floor/double_floor.c``, compiled here): no relay, no Python at all."""
+    backends = workdir / "native_floor" / "backends"
+    (backends / "double_floor").mkdir(parents=True)
+    subprocess.run(
+        [os.environ.get("CC", "cc"), "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
+         f"-I{REPO / 'native'}", "-o", str(backends / "double_floor" / "libtriton_double_floor.so"),
+         str(HERE / "native_floor" / "double_floor.c")],
+        check=True,
+    )
+    model_dir = _floor_model(workdir / "native_floor", "double_floor", instances, max_batch_size)
+    return _start_tritonserver("native_floor", "native floor", workdir, model_dir.parent, backends)
+
+
+def _floor_model(root: pathlib.Path, backend: str, instances: int, max_batch_size: int) -> pathlib.Path:
+    model_dir = root / "repository" / "Double"
     (model_dir / "1").mkdir(parents=True)
     config = (HERE / "floor" / "config.pbtxt").read_text()
     config = config.replace("@MAX_BATCH_SIZE@", str(max_batch_size)).replace("@INSTANCES@", str(instances))
-    (model_dir / "config.pbtxt").write_text(config)
-    model = (HERE / "floor" / "model.py").read_text().replace("@SITE_PACKAGES@", str(SITE_PACKAGES))
-    (model_dir / "1" / "model.py").write_text(model)
+    (model_dir / "config.pbtxt").write_text(config.replace('backend: "python"', f'backend: "{backend}"'))
+    return model_dir
 
+
+def _start_tritonserver(key: str, label: str, workdir: pathlib.Path, repository: pathlib.Path,
+                        backends: pathlib.Path) -> Server:
     http_port, grpc_port, metrics_port = free_ports(3)
     env = _server_env()
     env["LD_LIBRARY_PATH"] = os.pathsep.join([str(PYTHON_LIBDIR), str(BUNDLE_LIBS), env["LD_LIBRARY_PATH"]])
     argv = [
         str(PYTRITON_DIR / "tritonserver" / "bin" / "tritonserver"),
-        f"--model-repository={model_dir.parent}",
-        f"--backend-directory={backends.parent}",
+        f"--model-repository={repository}",
+        f"--backend-directory={backends}",
         "--http-address=127.0.0.1",
         f"--http-port={http_port}",
         "--grpc-address=127.0.0.1",
@@ -318,8 +345,8 @@ def start_floor(workdir: pathlib.Path, *, instances: int, max_batch_size: int) -
         "--metrics-address=127.0.0.1",
         f"--metrics-port={metrics_port}",
     ]
-    tree = ProcessTree(argv, env, workdir / "floor.log")
-    server = Server("floor", "floor", http_port, grpc_port, metrics_port, tree)
+    tree = ProcessTree(argv, env, workdir / f"{key}.log")
+    server = Server(key, label, http_port, grpc_port, metrics_port, tree)
     try:
         ready_at = _poll_ready(tree, http_port)
     except BaseException:

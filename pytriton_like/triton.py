@@ -40,11 +40,11 @@ from .models.poller import RepositoryPoller
 from .models.registry import BoundModels
 from .models.repository import remove_model_entry, write_ensemble_entry
 from .models.user_repository import ModelRepository
-from .proxy.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
+from .relay.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
 from .server.control import ControlError, ServerControl
-from .server.process import ServerProcess, check_ports_free, wait_for_exits
+from .server.process import ServerProcess, check_ports_free
 from .server.workspace import Workspace, remove_orphaned_workspaces
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ class Triton:
     def _load(self, model: Model) -> None:
         """Start a model version's workers and have the running server (re)load its model.
 
-        Triton reloads the model's other versions too; their workers take their new stubs.
+        Triton reloads the model's other versions too; their workers accept the new backend instances.
         """
         try:
             control = self._require_control(f"bind model {model.name!r} after run()")
@@ -617,13 +617,13 @@ class Triton:
             self._poller.stop()
         if self._server is not None:
             exit_timeout = self._config.exit_timeout_secs or _DEFAULT_EXIT_TIMEOUT_S
-            stubs = [stub for model in self._models for stub in model.stubs()]
-            regions = {stub["region"] for stub in stubs} | set(self._server.stub_regions())
+            # Python-backend stubs of the user's repository models
+            regions = set(self._server.stub_regions())
             # Unload first: Triton's own stop waits out its exit timeout while any HTTP client
-            # keeps a connection open, and then exits without finalising the stubs. Unloading
-            # lets in-flight requests finish (for up to the exit timeout) and the stubs finalise;
+            # keeps a connection open, and then exits without finalising the models. Unloading
+            # lets in-flight requests finish (for up to the exit timeout) and the models finalise;
             # after that, nothing is lost by cutting the server's stop short.
-            unloaded = self._unload_models(stubs, exit_timeout)
+            unloaded = self._unload_models(exit_timeout)
             if self._loopback is not None:
                 # Now, with no callable running: open HTTP connections would hold up the server's
                 # stop, and the asyncio clients close in the workers' loops, which stop below.
@@ -645,8 +645,8 @@ class Triton:
         unlink_segments(os.getpid(), f"t{self._id}m")
         logger.info("Triton stopped")
 
-    def _unload_models(self, stubs, timeout_s: float) -> bool:
-        """Unload every model (bound or not) and wait (up to ``timeout_s``) for the bound ones' stubs to exit.
+    def _unload_models(self, timeout_s: float) -> bool:
+        """Unload every model (bound or not) and wait (up to ``timeout_s``) until they are unloaded.
 
         Returns False if the server could not be asked (no HTTP endpoint, or already gone).
         """
@@ -663,11 +663,11 @@ class Triton:
                 self._control.unload(name, timeout_s)
             except ControlError as exc:
                 logger.warning("unloading model %s: %s", name, exc)
-        self._wait_unloaded([stub["pid"] for stub in stubs if stub.get("pid")], timeout_s)
+        self._wait_unloaded(names + sorted(set(loaded) - set(names)), timeout_s)
         return True
 
-    def _wait_unloaded(self, pids, timeout_s: float) -> None:
-        """Wait for the stubs to exit, up to ``timeout_s``, or until our workers sat idle a while.
+    def _wait_unloaded(self, names, timeout_s: float) -> None:
+        """Wait for the models to unload, up to ``timeout_s``, or until our workers sat idle a while.
 
         Triton 2.51 can keep a decoupled model UNLOADING for good after a gRPC stream was cancelled
         as its last response went out, although every request got its final response; once no
@@ -675,7 +675,16 @@ class Triton:
         """
         deadline = time.monotonic() + timeout_s
         idle_since = None
-        while not wait_for_exits(pids, min(_UNLOAD_POLL_S, max(0.0, deadline - time.monotonic()))):
+        delay = 0.01
+        while True:
+            try:
+                if not self._control.loaded(names):
+                    return
+            except ControlError as exc:
+                logger.warning("reading the repository index: %s", exc)
+                return
+            time.sleep(delay)
+            delay = min(2 * delay, _UNLOAD_POLL_S)
             now = time.monotonic()
             if now >= deadline:
                 logger.warning("a model did not unload within %.0f s (a callable still running?)", timeout_s)

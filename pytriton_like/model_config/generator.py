@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterable, List
 import numpy as np
 
 from ..exceptions import PyTritonValidationError
+from ..relay.backend import BACKEND_NAME
 from .common import DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy
 from .triton_model_config import TensorSpec, TritonModelConfig
 
@@ -163,7 +164,7 @@ def render_config(config: TritonModelConfig) -> str:
     validate_config(config)
     lines = [
         f"name: {_quote(config.model_name)}",
-        'backend: "python"',
+        f"backend: {_quote(BACKEND_NAME)}",
         f"max_batch_size: {config.max_batch_size if config.batching else 0}",
     ]
     if config.batching and config.batcher is not None:

@@ -3,11 +3,11 @@
 import logging
 import os
 import pathlib
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
-from ..proxy.transport import UNIX_SCHEME, ZMQ_SCHEME
+from ..relay.transport import UNIX_SCHEME
 from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
 from ..worker.strategy import Worker, start_worker
@@ -20,8 +20,12 @@ __all__ = ["Model"]
 
 logger = logging.getLogger(__name__)
 
-# How long a starting stub waits for its worker to answer HELLO.
+# How long a starting backend instance waits for its worker to answer HELLO.
 _HANDSHAKE_TIMEOUT_S = 60
+# Batches in flight per model instance (non-decoupled models): Triton forms and the backend
+# sends the next batch while the callable runs (docs/performance.md). PYTRITON_LIKE_RELAY_IN_FLIGHT
+# overrides it, for measuring.
+DEFAULT_IN_FLIGHT = 2
 
 
 class Model:
@@ -37,7 +41,6 @@ class Model:
         self._infer_funcs = list(infer_funcs)
         self._tag = tag
         self._workers: List[Worker] = []
-        self._handler: Optional[BatchHandler] = None
 
     @property
     def name(self) -> str:
@@ -64,40 +67,34 @@ class Model:
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
         """
         spin_us = usable_spin_us(spin_us, len(self._infer_funcs))
-        handler = self._handler = BatchHandler(
+        handler = BatchHandler(
             self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
         )
-        scheme = ZMQ_SCHEME if self.config.decoupled else UNIX_SCHEME
-        addresses = [f"{scheme}{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
-        for index, (infer_func, address) in enumerate(zip(self._infer_funcs, addresses)):
+        paths = [str(sockets / f"{self._tag}-{index}") for index in range(len(self._infer_funcs))]
+        for infer_func, path in zip(self._infer_funcs, paths):
             attach_triton_context(infer_func, TritonContext(model_config=self.config, loopback=loopback))
             self._workers.append(
                 start_worker(
                     infer_func=infer_func,
                     decoupled=self.config.decoupled,
                     handler=handler,
-                    address=address,
-                    owner_pid=os.getpid(),
-                    arena_tag=f"{self._tag}-{index}-out",
+                    address=f"{UNIX_SCHEME}{path}",
                     shm_limit=shm_limit,
                     spin_us=spin_us,
                 )
             )
-        relay = {
+        settings = {
             "owner_pid": os.getpid(),
-            "tag": self._tag,
-            "sockets": addresses,
             "decoupled": self.config.decoupled,
             "sequence": self.config.sequence_batcher is not None,
-            "shm_limit_bytes": shm_limit,
+            "batching": self.config.batching and self.config.max_batch_size > 0,
+            "shm_limit": shm_limit or 0,
             "spin_us": spin_us,
-            "handshake_timeout_s": _HANDSHAKE_TIMEOUT_S,
+            "in_flight": int(os.environ.get("PYTRITON_LIKE_RELAY_IN_FLIGHT", DEFAULT_IN_FLIGHT)),
+            "outputs": len(self.config.outputs),
+            "handshake_timeout_ms": _HANDSHAKE_TIMEOUT_S * 1000,
         }
-        write_version_entry(repository, self.config, relay)
-
-    def stubs(self) -> List[Dict]:
-        """What each connected stub said of itself: its ``pid`` and Triton's shm ``region``."""
-        return list(self._handler.stubs.values()) if self._handler else []
+        write_version_entry(repository, self.config, settings, paths)
 
     @property
     def version(self) -> int:

@@ -1,19 +1,15 @@
-"""Write a bound model's entry in the model repository: config.pbtxt, and per version the proxy and relay settings."""
+"""Write a bound model's entry in the model repository: config.pbtxt, and per version the relay's settings."""
 
-import json
 import pathlib
 import shutil
-import sys
-from typing import Any, Dict, Iterable
+from typing import Iterable, Mapping, Sequence, Union
 
 from ..model_config.ensemble import EnsembleConfig
 from ..model_config.generator import render_config, render_ensemble_config, render_version_policy
 from ..model_config.triton_model_config import TritonModelConfig
+from ..relay.backend import write_settings
 
 __all__ = ["write_model_config", "write_version_entry", "write_ensemble_entry", "remove_version_entry", "remove_model_entry"]
-
-_PROXY_SOURCE = pathlib.Path(__file__).resolve().parent.parent / "proxy"
-_PROXY_PACKAGE = "_pytriton_like_proxy"  # the name the stub imports the copied proxy package by
 
 
 def write_model_config(repository: pathlib.Path, config: TritonModelConfig, versions: Iterable[int]) -> pathlib.Path:
@@ -25,16 +21,16 @@ def write_model_config(repository: pathlib.Path, config: TritonModelConfig, vers
     return path
 
 
-def write_version_entry(repository: pathlib.Path, config: TritonModelConfig, relay: Dict[str, Any]) -> pathlib.Path:
-    """Create ``repository/<model>/<version>/``; ``relay`` goes to the proxy as relay.json."""
+def write_version_entry(
+    repository: pathlib.Path,
+    config: TritonModelConfig,
+    settings: Mapping[str, Union[int, bool]],
+    sockets: Sequence[str],
+) -> pathlib.Path:
+    """Create ``repository/<model>/<version>/`` with the relay's settings (relay.conf) for the backend."""
     version_dir = repository / config.model_name / str(config.model_version)
     version_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(
-        _PROXY_SOURCE, version_dir / _PROXY_PACKAGE, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
-    )
-    shutil.copy2(_PROXY_SOURCE / "stub_model.py", version_dir / "model.py")
-    settings = dict(relay, sys_path=[path for path in sys.path if path])
-    (version_dir / "relay.json").write_text(json.dumps(settings, indent=1), encoding="utf-8")
+    write_settings(version_dir, settings, sockets)
     return version_dir
 
 

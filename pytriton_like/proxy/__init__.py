@@ -1,5 +1,4 @@
-"""The relay's stub side and what both sides share (wire format, shared memory, request types).
+"""PyTriton's public path of the request types (``pytriton.proxy.types``): :mod:`.types`.
 
-Everything here imports only the stdlib, numpy and zmq, with relative imports: the package is
-copied into each model's folder and imported by Triton's Python-backend stub.
+The relay itself lives in :mod:`pytriton_like.relay`.
 """

@@ -1,6 +1,6 @@
 """What an inference callable receives and returns: ``Request`` and ``Response``.
 
-Stdlib and numpy only: this package is also copied into the Python-backend stub.
+Stdlib and numpy only.
 """
 
 import dataclasses

@@ -55,6 +55,13 @@ class ServerControl:
             time.sleep(delay)
             delay = min(delay * 2, _MAX_POLL_S)
 
+    def loaded(self, model_names) -> List[str]:
+        """Those of ``model_names`` with a version still loaded, loading or unloading."""
+        wanted = set(model_names)
+        return sorted(
+            {entry.get("name") for entry in self.repository_index() if entry.get("state") in _LOADED_STATES} & wanted
+        )
+
     def model_ready(self, model_name: str, version: Optional[int] = None, timeout_s: float = 10) -> bool:
         """Whether the model (version) is ready."""
         path = _model_path(model_name, version) + "/ready"

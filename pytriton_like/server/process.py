@@ -16,7 +16,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonServerError
-from ..proxy.shm import STUB_REGION_PREFIX
+from ..relay.shm import STUB_REGION_PREFIX
 
 __all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits"]
 

@@ -1,4 +1,4 @@
-"""The folder a running Triton works in: model repository, Python backend, sockets, log."""
+"""The folder a running Triton works in: model repository, backends, sockets, log."""
 
 import logging
 import os
@@ -7,7 +7,8 @@ import shutil
 import tempfile
 from typing import List, Union
 
-from ..proxy.shm import process_alive
+from ..relay.shm import process_alive
+from ..relay.backend import BACKEND_NAME, library_path
 from .bundle import TritonBundle
 
 __all__ = ["Workspace", "WORKSPACE_PREFIX", "remove_orphaned_workspaces"]
@@ -23,7 +24,9 @@ class Workspace:
     Layout::
 
         model_repository/     one folder per bound model
-        backends/python/      the bundled Python backend with the stub for this interpreter
+        backends/pytriton_like/  the relay's backend (libtriton_pytriton_like.so), for bound models
+        backends/python/      the bundled Python backend with the stub for this interpreter, for
+                              hand-written models of a model repository (backend: "python")
         sockets/              the relay's ipc sockets
         triton.log            the server's output (unless TritonConfig.log_file says otherwise)
     """
@@ -38,8 +41,10 @@ class Workspace:
         self.backends = self.path / "backends"
         self.sockets = self.path / "sockets"
         self.log_file = self.path / "triton.log"
-        for folder in (self.model_repository, self.sockets, self.backends / "python"):
+        relay_backend = library_path()
+        for folder in (self.model_repository, self.sockets, self.backends / "python", self.backends / BACKEND_NAME):
             folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(relay_backend, self.backends / BACKEND_NAME / relay_backend.name)
         python_backend = self.backends / "python"
         for source in (
             bundle.python_backend / "libtriton_python.so",

@@ -1,7 +1,9 @@
 """The user-process end of one model instance's relay, for non-decoupled models.
 
-One thread per instance: receive a batch, run the callable, reply — the stub sends one batch
-at a time, so nothing waits behind a running callable.
+One thread per instance: receive a batch, run the callable, reply. The backend may send the
+next batch while the callable runs (several batch slots in flight); it waits in the socket until
+the thread is done, and each slot has its own arenas, so an answer's outputs are never
+overwritten before the backend has copied them.
 """
 
 import contextlib
@@ -11,11 +13,11 @@ import select
 import socket
 import threading
 import time
-from typing import Optional
+from typing import Dict, List, Optional
 
-from ..proxy.protocol import Flags, Kind, ProtocolError, decode_message, encode_message
-from ..proxy.shm import ArenaReader, ArenaWriter
-from ..proxy.transport import UNIX_SCHEME, FramingError, recv_frames, send_frames, spin_until_readable
+from ..relay.protocol import Flags, Kind, ProtocolError, decode_batch, failed_result, read_header
+from ..relay.shm import Arena, map_received
+from ..relay.transport import Channel, ChannelClosed, FramingError, listen, spin_until_readable
 from .calling import BatchCall
 from .handling import BatchHandler
 
@@ -25,21 +27,40 @@ logger = logging.getLogger(__name__)
 
 # How long close() waits for a callable still running.
 _CLOSE_TIMEOUT_S = 10
+_NEW_ARENA = int(Flags.NEW_ARENA)
+
+
+class _Peer:
+    """A connected backend instance: its channel and, per batch slot, both arenas."""
+
+    def __init__(self, channel: Channel):
+        self.channel = channel
+        self.alone = select.poll()  # this connection alone, to spin on after a nudge
+        self.alone.register(channel.socket, select.POLLIN)
+        self.inputs: List[Optional[object]] = []  # per slot: the mapping of the backend's arena
+        self.outputs: List[Arena] = []  # per slot: our arena
+
+    def close(self) -> None:
+        for arena in self.outputs:
+            arena.close()
+        for mapping in self.inputs:
+            if mapping is not None:
+                with contextlib.suppress(BufferError):  # arrays handed out keep it; it goes with them
+                    mapping.close()
+        self.channel.close()
 
 
 class InstanceWorker:
-    """Serves one model instance: owns its Unix socket, its stubs' connections, its output arena
-    and a thread.
+    """Serves one model instance: owns its Unix socket, its backend connections and a thread.
 
-    Normally one stub connects; each connection is served in turn (transport.py frames the
-    messages). A connection that breaks the framing is logged and closed: a stream cannot resync.
-    After a stub's nudge the thread polls that connection without sleeping, for up to
-    ``spin_us``, until the batch arrives; if it is later, the thread goes back to sleep in poll.
+    Normally one backend instance connects; each connection is served in turn. A connection
+    that breaks the framing is logged and closed: a stream cannot resync. After a nudge the
+    thread polls that connection without sleeping, for up to ``spin_us``, until the batch
+    arrives; if it is later, the thread goes back to sleep in poll.
 
     Args:
         call: the bound callable in the internal shape ``Requests -> Responses``; closed with the worker.
         address: ``unix://PATH`` to bind.
-        arena_tag: names this worker's shared-memory arena.
         shm_limit: the largest arena it may use, in bytes (None: as large as a message needs).
         spin_us: how long to wait for a nudged batch without sleeping.
     """
@@ -50,34 +71,26 @@ class InstanceWorker:
         handler: BatchHandler,
         call: BatchCall,
         address: str,
-        owner_pid: int,
-        arena_tag: str,
         shm_limit: Optional[int] = None,
         spin_us: int = 0,
     ):
         self._handler = handler
         self._spin_ns = spin_us * 1000
         self._call = call
-        self._arena = ArenaWriter(owner_pid, arena_tag, shm_limit)
-        self._reader = ArenaReader()
-        if not address.startswith(UNIX_SCHEME):
-            raise ValueError(f"a worker binds {UNIX_SCHEME}PATH, got {address!r}")
-        self._path = address[len(UNIX_SCHEME) :]
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(self._path)
-        self._listener.listen()
+        self._shm_limit = shm_limit
+        self._listener = listen(address)
         # close() wakes the thread through this pair; the thread closes every socket itself
         self._wake_reader, self._wake_writer = socket.socketpair()
         # select.poll, not selectors: the loop below runs once per batch, and less Python per
         # batch is what makes the relay fast (docs/performance.md)
         self._poll = select.poll()
-        self._sockets = {}  # file descriptor -> socket, of every socket polled
-        self._peer_polls = {}  # file descriptor -> a poll of that stub connection alone, to spin on
-        for sock in (self._listener, self._wake_reader):
-            self._watch(sock)
-        self._failed = None  # why the worker serves no more, once it failed
+        self._poll.register(self._listener.socket, select.POLLIN)
+        self._poll.register(self._wake_reader, select.POLLIN)
+        self._peers: Dict[int, _Peer] = {}
+        self._failed: Optional[str] = None  # why the worker serves no more, once it failed
         self._busy = False
-        self._thread = threading.Thread(target=self._serve, name=f"pytriton_like-{arena_tag}", daemon=True)
+        name = os.path.basename(self._listener.path)
+        self._thread = threading.Thread(target=self._serve, name=f"pytriton_like-{name}", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
@@ -94,88 +107,115 @@ class InstanceWorker:
         return self._busy
 
     def _serve(self) -> None:
+        listener_fd, wake_fd = self._listener.fileno(), self._wake_reader.fileno()
         try:
             while True:
                 for fd, _ in self._poll.poll():
-                    sock = self._sockets[fd]
-                    if sock is self._wake_reader:
+                    if fd == wake_fd:
                         return
-                    if sock is self._listener:
-                        self._watch_peer(self._listener.accept()[0])
+                    if fd == listener_fd:
+                        peer = _Peer(self._listener.accept())
+                        self._peers[peer.channel.fileno()] = peer
+                        self._poll.register(peer.channel.socket, select.POLLIN)
                     else:
-                        self._serve_one(sock)
+                        peer = self._peers.get(fd)
+                        if peer is not None:
+                            self._serve_one(peer)
         finally:
             self._call.close()
-            for sock in self._sockets.values():
-                sock.close()
+            for peer in self._peers.values():
+                peer.close()
+            self._listener.close()
+            self._wake_reader.close()
             self._wake_writer.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._path)
-            self._arena.close()
-            self._reader.close()
 
-    def _serve_one(self, peer: socket.socket) -> None:
+    def _serve_one(self, peer: _Peer) -> None:
         """Answer the message waiting on ``peer``; drop the connection if it closed or broke the framing."""
+        channel = peer.channel
         try:
-            frames = recv_frames(peer)
-            while not frames:  # a nudge: the batch follows shortly
-                if not spin_until_readable(self._peer_polls[peer.fileno()], self._spin_ns):
+            body, fd = channel.recv()
+            while not body:  # a nudge: the batch follows shortly
+                if not spin_until_readable(peer.alone, self._spin_ns):
                     return  # it is late: wait for it in poll, with the other sockets
-                frames = recv_frames(peer)
+                body, fd = channel.recv()
             self._busy = True
-            reply = self._handle(frames)
-            self._busy = False
+            try:
+                reply, arena = self._handle(peer, body, fd)
+            finally:
+                self._busy = False
             if reply is not None:
-                send_frames(peer, reply)
-        except ConnectionError:  # the stub closed its end (ChannelClosed) or went away
+                channel.send(reply, None if arena is None else arena.pending_fd)
+                if arena is not None:
+                    arena.sent()
+        except ConnectionError:  # the backend closed its end (ChannelClosed) or went away
             self._drop(peer)
         except (FramingError, OSError) as exc:
             logger.error("model %s: closing a broken connection: %s", self._handler.model_name, exc)
             self._drop(peer)
 
-    def _watch(self, sock: socket.socket) -> None:
-        self._sockets[sock.fileno()] = sock
-        self._poll.register(sock, select.POLLIN)
-
-    def _watch_peer(self, peer: socket.socket) -> None:
-        self._watch(peer)
-        alone = self._peer_polls[peer.fileno()] = select.poll()
-        alone.register(peer, select.POLLIN)
-
-    def _drop(self, peer: socket.socket) -> None:
+    def _drop(self, peer: _Peer) -> None:
         self._busy = False
-        self._poll.unregister(peer)
-        del self._sockets[peer.fileno()]
-        del self._peer_polls[peer.fileno()]
+        fd = peer.channel.fileno()
+        self._poll.unregister(fd)
+        del self._peers[fd]
         peer.close()
 
-    def _handle(self, frames):
+    def _handle(self, peer: _Peer, body, fd):
+        """The reply to one message (parts, and the arena whose descriptor must go along), or (None, None)."""
+        handler = self._handler
         try:
-            message = decode_message(frames, self._reader, writable=True)
-        except ProtocolError as exc:
-            logger.error("model %s: dropping a malformed message: %s", self._handler.model_name, exc)
-            return None
-        if message.kind is Kind.HELLO:
-            return self._handler.welcome(message)
-        if message.kind is not Kind.BATCH:
-            logger.error("model %s: unexpected %s message", self._handler.model_name, message.kind.name)
-            return None
+            header = read_header(body) if body[2:3] != bytes([Kind.HELLO]) else None
+            if header is None:
+                if fd is not None:
+                    os.close(fd)
+                welcome, slots = handler.welcome(body)
+                if slots is not None:
+                    peer.inputs = [None] * slots
+                    peer.outputs = [Arena(self._shm_limit) for _ in range(slots)]
+                return [welcome], None
+            if header.kind != Kind.BATCH or header.slot >= len(peer.outputs):
+                raise ProtocolError(f"unexpected message kind {header.kind} (slot {header.slot})")
+            slot = header.slot
+            if header.flags & _NEW_ARENA:
+                if fd is None:
+                    raise ProtocolError("a new arena was announced but none came")
+                fd, mapping = None, map_received(fd)
+                old, peer.inputs[slot] = peer.inputs[slot], mapping
+                if old is not None:
+                    with contextlib.suppress(BufferError):
+                        old.close()
+            batch = decode_batch(body, peer.inputs[slot])
+        except (ProtocolError, ValueError) as exc:
+            logger.error("model %s: malformed message from the backend: %s", handler.model_name, exc)
+            if fd is not None:
+                os.close(fd)
+            try:  # fail the batch, if the header says which, rather than leave it waiting
+                header = read_header(body)
+            except ProtocolError:
+                return None, None
+            if header.kind != Kind.BATCH:
+                return None, None
+            return [failed_result(header.batch_id, header.slot, f"malformed batch: {exc}")], None
+        if fd is not None:
+            os.close(fd)
         if self._failed is not None:
-            return encode_message(Kind.RESULT, message.batch_id, error=self._failed, flags=Flags.FINAL)
+            return [failed_result(batch.batch_id, slot, self._failed)], None
+        arena = peer.outputs[slot]
         started = time.perf_counter_ns()
         try:
-            requests = self._handler.requests(message)
+            requests = batch.requests
             responses = self._call(requests)
             callable_ns = time.perf_counter_ns() - started
-            return self._handler.result(
-                message.batch_id, requests, responses, arena=self._arena, callable_ns=callable_ns
+            parts, replaced = handler.result(
+                batch.batch_id, slot, requests, responses, arena=arena, callable_ns=callable_ns
             )
+            return parts, arena if replaced else None
         except Exception as exc:  # noqa: BLE001 - every failure of the callable becomes an error response
-            return self._handler.failure(message.batch_id, exc, callable_ns=time.perf_counter_ns() - started)
+            return [handler.failure(batch.batch_id, slot, exc, time.perf_counter_ns() - started)], None
         except BaseException as exc:  # noqa: BLE001 - SystemExit & co. end this worker, but it must answer
             self._failed = (
-                f"the worker of model {self._handler.model_name!r} failed and serves no more requests:"
+                f"the worker of model {handler.model_name!r} failed and serves no more requests:"
                 f" {type(exc).__name__}: {exc}"
             )
-            logger.critical("model %s: %s", self._handler.model_name, self._failed, exc_info=exc)
-            return encode_message(Kind.RESULT, message.batch_id, error=self._failed, flags=Flags.FINAL)
+            logger.critical("model %s: %s", handler.model_name, self._failed, exc_info=exc)
+            return [failed_result(batch.batch_id, slot, self._failed)], None

@@ -20,8 +20,9 @@ class OutputChecker:
     """Turns one response into arrays fit for the relay.
 
     Without ``strict``, an output is cast to its declared dtype when numpy deems the cast safe
-    (``same_kind``: float64 to float32, int64 to int32...). With ``strict``, an undeclared name,
-    another dtype or a batch size other than the request's is an error naming the output.
+    (``same_kind``: float64 to float32, int64 to int32...), and an undeclared one is left out
+    (Triton refuses outputs its model config does not declare). With ``strict``, an undeclared
+    name, another dtype or a batch size other than the request's is an error naming the output.
     """
 
     def __init__(self, outputs: Sequence[TensorSpec], batching: bool, strict: bool):
@@ -40,12 +41,13 @@ class OutputChecker:
         arrays = {}
         for name, value in response.items():
             spec = self._specs.get(name)
-            if spec is None and self._strict:
-                raise OutputError(f"output {name!r} is not declared; declared outputs: {', '.join(self._specs)}")
+            if spec is None:
+                if self._strict:
+                    raise OutputError(f"output {name!r} is not declared; declared outputs: {', '.join(self._specs)}")
+                continue
             if wanted and name not in wanted:
                 continue
-            array = np.asarray(value)
-            arrays[name] = array if spec is None else self._check_one(spec, array, batch_size)
+            arrays[name] = self._check_one(spec, np.asarray(value), batch_size)
         return arrays
 
     def _check_one(self, spec: TensorSpec, array: np.ndarray, batch_size: Optional[int]) -> np.ndarray:

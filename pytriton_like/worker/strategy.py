@@ -18,26 +18,18 @@ def start_worker(
     decoupled: bool,
     handler: BatchHandler,
     address: str,
-    owner_pid: int,
-    arena_tag: str,
     shm_limit: Optional[int] = None,
     spin_us: int = 0,
 ) -> Worker:
-    """A running worker for one instance.
+    """A running worker for one instance, its socket bound at ``address``.
 
     Decoupled models stream: any callable (function, coroutine, generator, async generator)
     becomes an async generator of responses, and batches run concurrently on an event loop.
     Other models answer each batch once, on a thread that calls the callable directly (the
-    cheapest path; the stub sends one batch at a time anyway).
+    cheapest path).
     """
     if decoupled:
         return StreamWorker(handler=handler, stream=ResponseStream(infer_func), address=address)
     return InstanceWorker(
-        handler=handler,
-        call=BatchCall(infer_func),
-        address=address,
-        owner_pid=owner_pid,
-        arena_tag=arena_tag,
-        shm_limit=shm_limit,
-        spin_us=spin_us,
+        handler=handler, call=BatchCall(infer_func), address=address, shm_limit=shm_limit, spin_us=spin_us
     )

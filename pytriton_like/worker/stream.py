@@ -2,19 +2,21 @@
 
 An asyncio loop on a thread of its own serves the instance's socket; each batch runs as a task
 that streams the callable's responses back as RESULT messages, the last flagged FINAL. Batches
-run concurrently: a slow one does not hold up the others.
+run concurrently: a slow one does not hold up the others. Tensors travel inline (no arena):
+several batches stream at once. A CANCEL from the backend (every stream of the batch was
+cancelled by its client) cancels the batch's task.
 """
 
 import asyncio
+import contextlib
 import logging
+import os
 import threading
 import time
-from typing import Optional, Set
+from typing import Dict, Optional, Set, Tuple
 
-import zmq
-import zmq.asyncio
-
-from ..proxy.protocol import Flags, Kind, Message, ProtocolError, decode_message, encode_message
+from ..relay.protocol import Flags, Kind, ProtocolError, decode_batch, encode_header, failed_result, read_header
+from ..relay.transport import Channel, ChannelClosed, FramingError, listen
 from .calling import ResponseStream
 from .handling import BatchHandler
 
@@ -26,37 +28,32 @@ _CLOSE_TIMEOUT_S = 10
 
 
 class StreamWorker:
-    """Serves one decoupled model instance: owns its context, socket, event loop and thread.
-
-    Tensors go back as frames (no arena): several batches stream at once.
-    """
+    """Serves one decoupled model instance: owns its socket, event loop and thread."""
 
     def __init__(self, *, handler: BatchHandler, stream: ResponseStream, address: str):
         self._handler = handler
         self._stream = stream
-        self._context = zmq.asyncio.Context()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.bind(address)
+        self._listener = listen(address)
         self._loop = asyncio.new_event_loop()
         self._tasks: Set[asyncio.Task] = set()
-        self._main: Optional[asyncio.Task] = None
+        self._batches: Dict[Tuple[int, int], asyncio.Task] = {}  # (connection, batch id) -> its task
+        self._channels: Dict[int, Channel] = {}
+        self._stopped: Optional[asyncio.Event] = None
         self._started = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"pytriton_like-stream-{address}", daemon=True)
+        name = os.path.basename(self._listener.path)
+        self._thread = threading.Thread(target=self._run, name=f"pytriton_like-stream-{name}", daemon=True)
         self._thread.start()
         self._started.wait()
 
     def close(self) -> None:
         """Cancel the batches still streaming and stop the loop."""
         if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._cancel)
+            self._loop.call_soon_threadsafe(self._stop)
             self._thread.join(_CLOSE_TIMEOUT_S)
         if self._thread.is_alive():
             logger.warning("model %s: a callable does not stop; leaving its worker behind", self._handler.model_name)
             return
         self._stream.close()
-        self._socket.close(linger=0)
-        self._context.term()
         self._loop.close()
 
     @property
@@ -66,53 +63,110 @@ class StreamWorker:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._main = self._loop.create_task(self._serve())
+        self._stopped = asyncio.Event()
+        self._loop.add_reader(self._listener.fileno(), self._accept)
         self._started.set()
         try:
-            self._loop.run_until_complete(self._main)
-        except asyncio.CancelledError:
-            pass
-        finally:
-            pending = [task for task in self._tasks if not task.done()]
-            if pending:
-                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-
-    def _cancel(self) -> None:
-        for task in (*self._tasks, self._main):
-            if task is not None:
+            self._loop.run_until_complete(self._stopped.wait())
+            for task in self._tasks:
                 task.cancel()
+            if self._tasks:
+                self._loop.run_until_complete(asyncio.gather(*self._tasks, return_exceptions=True))
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        finally:
+            self._loop.remove_reader(self._listener.fileno())
+            for fd, channel in list(self._channels.items()):
+                self._loop.remove_reader(fd)
+                channel.close()
+            self._listener.close()
 
-    async def _serve(self) -> None:
-        while True:
-            peer, *frames = await self._socket.recv_multipart()
-            try:
-                message = decode_message(frames, writable=True)
-            except ProtocolError as exc:
-                logger.error("model %s: dropping a malformed message: %s", self._handler.model_name, exc)
-                continue
-            if message.kind is Kind.HELLO:
-                await self._socket.send_multipart([peer, *self._handler.welcome(message)])
-            elif message.kind is Kind.BATCH:
-                task = asyncio.ensure_future(self._run_batch(peer, message))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            else:
-                logger.error("model %s: unexpected %s message", self._handler.model_name, message.kind.name)
+    def _stop(self) -> None:
+        self._stopped.set()
 
-    async def _run_batch(self, peer: bytes, message: Message) -> None:
+    def _accept(self) -> None:
+        channel = self._listener.accept()
+        self._channels[channel.fileno()] = channel
+        self._loop.add_reader(channel.fileno(), self._receive, channel)
+
+    def _drop(self, channel: Channel) -> None:
+        fd = channel.fileno()
+        self._loop.remove_reader(fd)
+        self._channels.pop(fd, None)
+        for (owner, _), task in list(self._batches.items()):
+            if owner == fd:
+                task.cancel()
+        channel.close()
+
+    def _receive(self, channel: Channel) -> None:
+        try:
+            body, fd = channel.recv()
+        except ChannelClosed:
+            self._drop(channel)
+            return
+        except (FramingError, OSError) as exc:
+            logger.error("model %s: closing a broken connection: %s", self._handler.model_name, exc)
+            self._drop(channel)
+            return
+        if fd is not None:
+            os.close(fd)  # no arenas here
+        if not body:
+            return
+        handler = self._handler
+        try:
+            if body[2:3] == bytes([Kind.HELLO]):
+                welcome, _ = handler.welcome(body)
+                channel.send([welcome])
+                return
+            header = read_header(body)
+            if header.kind == Kind.CANCEL:
+                task = self._batches.get((channel.fileno(), header.batch_id))
+                if task is not None:
+                    task.cancel()
+                return
+            batch = decode_batch(body)
+        except (ProtocolError, ValueError) as exc:
+            logger.error("model %s: malformed message from the backend: %s", handler.model_name, exc)
+            with contextlib.suppress(ProtocolError, OSError):
+                header = read_header(body)
+                if header.kind == Kind.BATCH:
+                    channel.send([failed_result(header.batch_id, header.slot, f"malformed batch: {exc}")])
+            return
+        except OSError:
+            self._drop(channel)
+            return
+        key = (channel.fileno(), batch.batch_id)
+        task = self._loop.create_task(self._run_batch(channel, batch))
+        self._tasks.add(task)
+        self._batches[key] = task
+
+        def done(finished, key=key):
+            self._tasks.discard(finished)
+            if self._batches.get(key) is finished:
+                del self._batches[key]
+
+        task.add_done_callback(done)
+
+    async def _run_batch(self, channel: Channel, batch) -> None:
         handler = self._handler
         started = time.perf_counter_ns()
+        requests = batch.requests
         try:
-            requests = handler.requests(message)
             async for responses in self._stream(requests):
-                frames = handler.result(message.batch_id, requests, responses, flags=Flags.NONE)
-                await self._socket.send_multipart([peer, *frames])
-            reply = encode_message(
-                Kind.RESULT, message.batch_id, flags=Flags.FINAL, extra={"c": time.perf_counter_ns() - started}
+                parts, _ = handler.result(batch.batch_id, batch.slot, requests, responses, final=False)
+                channel.send(parts)
+            reply = encode_header(
+                Kind.RESULT, flags=Flags.FINAL, batch_id=batch.batch_id, slot=batch.slot,
+                value=time.perf_counter_ns() - started,
             )
         except asyncio.CancelledError:
-            raise
+            if self._stopped.is_set() or channel.fileno() not in self._channels:
+                raise
+            # the backend cancelled it: say it ended, so that its slot is freed
+            reply = encode_header(Kind.RESULT, flags=Flags.FINAL, batch_id=batch.batch_id, slot=batch.slot,
+                                  value=time.perf_counter_ns() - started)
+        except OSError:
+            return  # the connection is gone
         except Exception as exc:  # noqa: BLE001 - the stream ends with the error, after what was sent
-            reply = handler.failure(message.batch_id, exc, callable_ns=time.perf_counter_ns() - started)
-        await self._socket.send_multipart([peer, *reply])
+            reply = handler.failure(batch.batch_id, batch.slot, exc, time.perf_counter_ns() - started)
+        with contextlib.suppress(OSError):
+            channel.send([reply])

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from pytriton_like.proxy.shm import SEGMENT_PREFIX, SHM_DIR
+from pytriton_like.relay.shm import SEGMENT_PREFIX, SHM_DIR
 from pytriton_like.triton import TritonConfig
 
 _SERVER_NAMES = ("tritonserver", "triton_python_backend_stub")

@@ -39,11 +39,17 @@ CHILD = textwrap.dedent(
     from pytriton_like.model_config import Tensor
     from pytriton_like.triton import Triton, TritonConfig
 
+    def slow(requests):
+        time.sleep(600)
+
     triton = Triton(config=TritonConfig(http_port=int(sys.argv[1]), grpc_port=int(sys.argv[2]),
                                         metrics_port=int(sys.argv[3])))
     triton.bind(model_name="M", infer_func=[lambda r: r, lambda r: r],
                 inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
-                outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))])
+                outputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))])
+    triton.bind(model_name="Slow", infer_func=slow,
+                inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
+                outputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))])
     triton.run()
     print("READY", flush=True)
     time.sleep(600)
@@ -51,21 +57,42 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_kill_9_of_the_user_process_takes_the_server_and_stubs_down():
+def test_kill_9_of_the_user_process_fails_in_flight_requests_at_once_and_leaves_nothing():
     ports = free_ports(3)
+    segments_before = set(os.listdir("/dev/shm"))
     with subprocess.Popen([sys.executable, "-c", CHILD, *map(str, ports)], stdout=subprocess.PIPE, text=True) as child:
-        assert child.stdout.readline().strip() == "READY"
-        family = psutil.Process(child.pid).children(recursive=True)
-        names = sorted(process.name() for process in family)
-        assert "tritonserver" in names and names.count("triton_python_b") + names.count(
-            "triton_python_backend_stub") == 2, names
-        child.kill()
-        child.wait()
-    started = time.monotonic()
+        try:
+            assert child.stdout.readline().strip() == "READY"
+            family = psutil.Process(child.pid).children(recursive=True)
+            names = sorted(process.name() for process in family)
+            assert names == ["tritonserver"], names  # no Python-backend stub serves a bound model
+            big = np.ones((1, 1 << 20), np.float32)  # through the relay's shared memory
+            with ModelClient(f"http://127.0.0.1:{ports[0]}", "M") as client:
+                np.testing.assert_array_equal(client.infer_batch(big)["x"], big)
+            failed = {}
+
+            def in_flight():
+                try:
+                    with ModelClient(f"http://127.0.0.1:{ports[0]}", "Slow", inference_timeout_s=60) as client:
+                        client.infer_batch(np.ones((1, 3), np.float32))
+                except Exception as exc:  # noqa: BLE001 - what the client saw is the point
+                    failed["error"] = exc
+                failed["at"] = time.monotonic()
+
+            waiting = threading.Thread(target=in_flight)
+            waiting.start()
+            time.sleep(1)  # the request is in the callable
+        finally:
+            child.kill()
+            child.wait()
+        killed_at = time.monotonic()
+    waiting.join(30)
+    assert "error" in failed and failed["at"] - killed_at < 5, failed
     gone, alive = psutil.wait_procs(family, timeout=10)
     assert alive == [], f"still running after 10 s: {alive}"
-    assert time.monotonic() - started < 10
     assert not any(port_listening(port) for port in ports)
+    assert {name for name in set(os.listdir("/dev/shm")) - segments_before if "pytriton_like" in name or
+            name.startswith("triton_python_backend")} == set()
 
 
 def test_two_tritons_in_one_process_serve_different_models():

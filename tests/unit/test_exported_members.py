@@ -22,14 +22,8 @@ PUBLIC = {
     "pytriton_like.runner": {"TritonRunner", "ModelRunner", "RunResult"},
 }
 
-# Run only inside the stub: they import its triton_python_backend_utils (or, stub_model, run at import).
-NOT_IMPORTABLE = {
-    "pytriton_like.proxy.stub_model",
-    "pytriton_like.proxy.model",
-    "pytriton_like.proxy.batch",
-    "pytriton_like.proxy.stream",
-    "pytriton_like.proxy.sequence",
-}
+# The relay's Triton backend: a shared library that only tritonserver loads, not a Python module.
+NOT_IMPORTABLE = {"pytriton_like.relay.libtriton_pytriton_like"}
 
 
 @pytest.mark.parametrize("module_name", sorted(PUBLIC))
@@ -52,3 +46,16 @@ def test_every_module_states_its_public_names(module_name):
     assert hasattr(module, "__all__"), f"{module_name} has no __all__"
     for name in module.__all__:
         assert hasattr(module, name), f"{module_name}.__all__ names {name!r}, which it does not define"
+
+
+def test_serving_alone_does_not_import_the_client_side():
+    # The clients (tritonclient, grpc, aiohttp) cost about 30 MiB and 0.2 s: loaded only when used.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytriton_like.triton; "
+        "print(sorted(m for m in ('tritonclient', 'grpc', 'aiohttp', 'google.protobuf') if m in sys.modules))"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "[]"

@@ -259,10 +259,10 @@ def test_render_validates_first():
 def test_render_minimal_batching_model():
     text = render_config(config(max_batch_size=16))
     assert text.endswith("\n")
-    assert text.startswith('name: "Model"\nbackend: "python"\nmax_batch_size: 16\n')
+    assert text.startswith('name: "Model"\nbackend: "pytriton_like"\nmax_batch_size: 16\n')
     model = parsed(config(max_batch_size=16))
     assert model.name == "Model"
-    assert model.backend == "python"
+    assert model.backend == "pytriton_like"
     assert model.max_batch_size == 16
     assert not model.HasField("dynamic_batching")
     assert [(i.name, type_name(i), list(i.dims)) for i in model.input] == [("x", "TYPE_FP32", [-1])]

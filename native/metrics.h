@@ -1,0 +1,29 @@
+/* The relay's own Prometheus metrics on Triton's metrics endpoint (docs/metrics.md). */
+#ifndef PYTRITON_LIKE_METRICS_H
+#define PYTRITON_LIKE_METRICS_H
+
+#include "triton_api.h"
+
+enum metric {
+  METRIC_REQUESTS,
+  METRIC_BATCHES,
+  METRIC_CALLABLE_FAILURES,
+  METRIC_RELAY_FAILURES,
+  METRIC_CALLABLE_US,
+  METRIC_RELAY_US,
+  METRIC_COUNT
+};
+
+/* One model version's counters (labels model and version); all NULL when metrics are off. */
+struct model_metrics {
+  TRITONSERVER_Metric* metric[METRIC_COUNT];
+};
+
+/* The families, once per backend (a family's series vanish when it is deleted). */
+void metrics_families_new(void);
+void metrics_families_delete(void);
+void metrics_model_new(struct model_metrics* metrics, const char* model, const char* version);
+void metrics_model_delete(struct model_metrics* metrics);
+void metrics_add(struct model_metrics* metrics, enum metric which, double value);
+
+#endif

@@ -1,0 +1,270 @@
+/* The relay's transport (transport.h): framing on the Unix socket, descriptor passing, arenas. */
+#define _GNU_SOURCE
+#include "transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+int transport_connect(const char* path) {
+  struct sockaddr_un address;
+  memset(&address, 0, sizeof(address));
+  address.sun_family = AF_UNIX;
+  if (strlen(path) >= sizeof(address.sun_path)) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  strcpy(address.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, (struct sockaddr*)&address, sizeof(address)) != 0) {
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
+/* sendmsg until every byte went; the descriptor goes with the first call only. */
+static int send_all(int fd, struct iovec* iov, int iovcnt, int pass_fd) {
+  union {
+    struct cmsghdr header;
+    char space[CMSG_SPACE(sizeof(int))];
+  } control;
+  while (iovcnt > 0) {
+    struct msghdr message;
+    memset(&message, 0, sizeof(message));
+    message.msg_iov = iov;
+    message.msg_iovlen = (size_t)iovcnt;
+    if (pass_fd >= 0) {
+      memset(&control, 0, sizeof(control));
+      message.msg_control = control.space;
+      message.msg_controllen = sizeof(control.space);
+      struct cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+    }
+    ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    pass_fd = -1;
+    size_t left = (size_t)sent;
+    while (iovcnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      iov++;
+      iovcnt--;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = (char*)iov->iov_base + left;
+      iov->iov_len -= left;
+    }
+  }
+  return 0;
+}
+
+#define MAX_IOV 8
+
+int transport_send(int fd, const struct iovec* iov, int iovcnt, int pass_fd) {
+  struct iovec all[MAX_IOV + 1];
+  if (iovcnt > MAX_IOV) {
+    errno = EINVAL;
+    return -1;
+  }
+  uint64_t length = 0;
+  for (int i = 0; i < iovcnt; i++) {
+    length += iov[i].iov_len;
+    all[i + 1] = iov[i];
+  }
+  uint8_t prefix[8];
+  for (int i = 0; i < 8; i++) prefix[i] = (uint8_t)(length >> (8 * i));
+  all[0].iov_base = prefix;
+  all[0].iov_len = sizeof(prefix);
+  return send_all(fd, all, iovcnt + 1, pass_fd);
+}
+
+int transport_nudge(int fd) {
+  return transport_send(fd, NULL, 0, -1);
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int transport_wait(int fd, uint64_t spin_ns, int timeout_ms) {
+  struct pollfd entry = {fd, POLLIN, 0};
+  if (spin_ns) {
+    uint64_t deadline = now_ns() + spin_ns;
+    do {
+      int ready = poll(&entry, 1, 0);
+      if (ready != 0) return ready < 0 ? -1 : 1;
+    } while (now_ns() < deadline);
+  }
+  for (;;) {
+    int ready = poll(&entry, 1, timeout_ms);
+    if (ready >= 0) return ready > 0 ? 1 : 0;
+    if (errno != EINTR) return -1;
+  }
+}
+
+static void close_fds(struct msghdr* message, int* keep) {
+  for (struct cmsghdr* cmsg = CMSG_FIRSTHDR(message); cmsg != NULL; cmsg = CMSG_NXTHDR(message, cmsg)) {
+    if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+      if (*keep < 0) *keep = fd;
+      else close(fd); /* more than one: only the first is the arena's */
+    }
+  }
+}
+
+/* Reads exactly len bytes; the descriptors that come with them go to *received_fd. */
+static int recv_exactly(int fd, uint8_t* at, size_t len, int* received_fd) {
+  size_t got = 0;
+  union {
+    struct cmsghdr header;
+    char space[CMSG_SPACE(4 * sizeof(int))];
+  } control;
+  while (got < len) {
+    struct iovec iov = {at + got, len - got};
+    struct msghdr message;
+    memset(&message, 0, sizeof(message));
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof(control.space);
+    ssize_t count = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    if (count < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (message.msg_controllen > 0) close_fds(&message, received_fd);
+    if (count == 0) return got == 0 ? 1 : 2;
+    got += (size_t)count;
+  }
+  return 0;
+}
+
+int transport_recv(int fd, struct wire_buf* buf, int* received_fd, const char** error) {
+  uint8_t prefix[8];
+  *received_fd = -1;
+  buf->len = 0;
+  int status = recv_exactly(fd, prefix, sizeof(prefix), received_fd);
+  if (status == 1) return 1;
+  if (status != 0) {
+    *error = status < 0 ? "cannot read from the worker's socket" : "the connection closed inside a message";
+    return -1;
+  }
+  uint64_t length = 0;
+  for (int i = 0; i < 8; i++) length |= (uint64_t)prefix[i] << (8 * i);
+  if (length > WIRE_MAX_MESSAGE) {
+    *error = "a message longer than the relay allows";
+    return -1;
+  }
+  if (wire_buf_reserve(buf, (size_t)length) != 0) {
+    *error = "out of memory for a message";
+    return -1;
+  }
+  status = recv_exactly(fd, buf->data, (size_t)length, received_fd);
+  if (status != 0) {
+    *error = status < 0 ? "cannot read from the worker's socket" : "the connection closed inside a message";
+    return -1;
+  }
+  buf->len = (size_t)length;
+  return 0;
+}
+
+#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+int arena_reserve(struct arena* arena, size_t needed, uint64_t limit, char* message, size_t message_len) {
+  if (needed <= arena->size) return 0;
+  if (limit && needed > limit) {
+    snprintf(message, message_len,
+             "a message needs %zu bytes of shared memory, more than the relay's limit of %llu bytes"
+             " (TritonConfig.shm_limit_bytes)",
+             needed, (unsigned long long)limit);
+    return -1;
+  }
+  size_t size = needed;
+  if (arena->size && size < 2 * arena->size) size = 2 * arena->size;
+  if (size < ((size_t)1 << 20)) size = (size_t)1 << 20;
+  if (limit && size > limit) size = needed > limit ? needed : (size_t)limit;
+  int fd = memfd_create("pytriton_like-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    snprintf(message, message_len, "cannot create shared memory: %s", strerror(errno));
+    return -1;
+  }
+  /* Reserve the pages now: a write to a page the system cannot give would kill the server. */
+  int failed = posix_fallocate(fd, 0, (off_t)size);
+  if (failed && size != needed) {
+    size = needed;
+    failed = posix_fallocate(fd, 0, (off_t)size);
+  }
+  if (failed) {
+    snprintf(message, message_len, "a message needs %zu bytes of shared memory and the system cannot give them: %s",
+             needed, strerror(failed));
+    close(fd);
+    return -1;
+  }
+  void* map = MAP_FAILED;
+  if (fcntl(fd, F_ADD_SEALS, SEALS) == 0) map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    snprintf(message, message_len, "cannot map shared memory: %s", strerror(errno));
+    close(fd);
+    return -1;
+  }
+  arena_free(arena);
+  arena->map = map;
+  arena->size = size;
+  arena->pending_fd = fd;
+  return 0;
+}
+
+int arena_adopt(struct arena* arena, int fd, const char** error) {
+  struct stat info;
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL)) {
+    *error = "the worker's arena is not sealed against shrinking";
+    close(fd);
+    return -1;
+  }
+  if (fstat(fd, &info) != 0 || info.st_size <= 0) {
+    *error = "the worker's arena is empty";
+    close(fd);
+    return -1;
+  }
+  void* map = mmap(NULL, (size_t)info.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) {
+    *error = "cannot map the worker's arena";
+    return -1;
+  }
+  arena_free(arena);
+  arena->map = map;
+  arena->size = (size_t)info.st_size;
+  return 0;
+}
+
+void arena_free(struct arena* arena) {
+  if (arena->map != NULL) munmap(arena->map, arena->size);
+  if (arena->pending_fd >= 0) close(arena->pending_fd);
+  arena->map = NULL;
+  arena->size = 0;
+  arena->pending_fd = -1;
+}

@@ -1,0 +1,186 @@
+"""Shared memory between the backend and the worker: arenas that are sealed memfds.
+
+An arena is written by one end and read by the other, one batch at a time per slot. Its file
+descriptor travels over the relay's Unix socket with the first message that uses it
+(SCM_RIGHTS), so it has no name: nothing of it is ever in /dev/shm, and when both processes are
+gone (even killed with SIGKILL) the kernel frees it. It is sealed against shrinking and growing:
+a reader can map it without fear of SIGBUS. It grows by replacement.
+
+The Python-backend stubs of hand-written models (``backend: "python"``) still make regions in
+/dev/shm; :func:`unlink_orphaned_segments` and the names here clean up after killed servers.
+"""
+
+import fcntl
+import mmap
+import os
+from typing import Callable, Dict, Optional
+
+__all__ = [
+    "Arena",
+    "map_received",
+    "SHM_DIR",
+    "SEGMENT_PREFIX",
+    "STUB_REGION_PREFIX",
+    "is_segment_name",
+    "unlink_segments",
+    "unlink_orphaned_segments",
+    "process_alive",
+]
+
+SHM_DIR = "/dev/shm"
+# Segments of pytriton_like before 0.2 were named so (the owner's pid after it); the library
+# makes none now, but removes those a killed process left.
+SEGMENT_PREFIX = "pytriton_like-"
+# Triton names the shared-memory region it makes for each Python-backend stub so.
+STUB_REGION_PREFIX = "triton_python_backend_shm_region_"
+_MIN_ARENA = 1 << 20
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+
+
+class Arena:
+    """The writer's end of one slot's arena.
+
+    Args:
+        limit: the largest arena in bytes (TritonConfig.shm_limit_bytes); None: no limit.
+    """
+
+    def __init__(self, limit: Optional[int] = None):
+        self._limit = limit
+        self._map: Optional[mmap.mmap] = None
+        self.pending_fd: Optional[int] = None  # the new arena's descriptor, until sent
+
+    @property
+    def size(self) -> int:
+        return len(self._map) if self._map is not None else 0
+
+    def reserve(self, needed: int) -> bool:
+        """Make room for ``needed`` bytes; whether the arena was replaced (its fd is then pending).
+
+        Raises:
+            MemoryError: ``needed`` is over the limit, or the system cannot give the memory.
+        """
+        if needed <= self.size:
+            return False
+        if self._limit is not None and needed > self._limit:
+            raise MemoryError(
+                f"a message needs {needed} bytes of shared memory, more than the relay's limit of"
+                f" {self._limit} bytes (TritonConfig.shm_limit_bytes)"
+            )
+        size = max(needed, 2 * self.size, _MIN_ARENA)
+        if self._limit is not None:
+            size = max(needed, min(size, self._limit))
+        fd = os.memfd_create("pytriton_like-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            for attempt in dict.fromkeys((size, needed)):
+                try:
+                    # Reserve the pages now: a write to a page the system cannot give would kill
+                    # the process with SIGBUS instead of failing here.
+                    os.posix_fallocate(fd, 0, attempt)
+                    break
+                except OSError as exc:
+                    error = exc
+            else:
+                raise MemoryError(
+                    f"a message needs {needed} bytes of shared memory and the system cannot give them:"
+                    f" {error.strerror}"
+                )
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+            new_map = mmap.mmap(fd, attempt)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.close()
+        self._map, self.pending_fd = new_map, fd
+        return True
+
+    def write(self, offset: int, data: memoryview) -> None:
+        """Copy ``data`` (a flat byte view) to ``offset``."""
+        self._map[offset : offset + data.nbytes] = data
+
+    def sent(self) -> None:
+        """The pending descriptor went to the peer: close ours (the mapping stays)."""
+        if self.pending_fd is not None:
+            os.close(self.pending_fd)
+            self.pending_fd = None
+
+    def close(self) -> None:
+        self.sent()
+        if self._map is not None:
+            _close_map(self._map)
+            self._map = None
+
+
+def map_received(fd: int) -> mmap.mmap:
+    """Map an arena whose descriptor the peer sent (read-write: the callable may change its
+    inputs in place); takes ``fd``. ValueError if it is not a sealed, non-empty memfd."""
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        if seals & fcntl.F_SEAL_SHRINK == 0:
+            raise ValueError("an arena not sealed against shrinking")
+        size = os.fstat(fd).st_size
+        if size <= 0:
+            raise ValueError("an empty arena")
+        return mmap.mmap(fd, size)
+    except OSError as exc:
+        raise ValueError(f"cannot map an arena: {exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _close_map(mapping: mmap.mmap) -> None:
+    try:
+        mapping.close()
+    except BufferError:
+        # Arrays handed out still point into it; the mapping goes when they do.
+        pass
+
+
+def is_segment_name(name: str, prefix: str = SEGMENT_PREFIX) -> bool:
+    """Whether ``name`` is a segment name with ``prefix`` (and nothing that leaves /dev/shm)."""
+    return name.startswith(prefix) and "/" not in name and "\0" not in name
+
+
+def unlink_segments(owner_pid: int, tag_prefix: str = "") -> Dict[str, int]:
+    """Unlink the /dev/shm segments of ``owner_pid`` (older versions' names) whose tag starts with ``tag_prefix``."""
+    stem = f"{SEGMENT_PREFIX}{owner_pid}-{tag_prefix}"
+    return _unlink_where(lambda pid, name: name.startswith(stem))
+
+
+def unlink_orphaned_segments() -> Dict[str, int]:
+    """Unlink the /dev/shm segments (older versions' names) whose owner process is gone."""
+    return _unlink_where(lambda pid, name: not process_alive(pid))
+
+
+def _unlink_where(predicate: Callable[[int, str], bool]) -> Dict[str, int]:
+    removed = {}
+    try:
+        names = os.listdir(SHM_DIR)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        if not name.startswith(SEGMENT_PREFIX):
+            continue
+        try:
+            pid = int(name[len(SEGMENT_PREFIX) :].split("-", 1)[0])
+        except ValueError:
+            continue
+        if predicate(pid, name):
+            path = os.path.join(SHM_DIR, name)
+            try:
+                size = os.stat(path).st_size
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            removed[name] = size
+    return removed
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

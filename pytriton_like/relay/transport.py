@@ -1,0 +1,194 @@
+"""The relay's transport: a Unix stream socket carrying length-prefixed messages, with at most
+one file descriptor (a shared-memory arena, shm.py) attached to a message.
+
+One interface, :class:`Channel`, and one factory per end of the process boundary:
+:func:`listen` for the worker's end (it binds; the backend connects) and :func:`connect` for the
+backend's end (the backend is C, ``native/transport.c``; tests use this one in its place).
+
+On the socket a message is ``<u64 length> <length bytes>`` (protocol.py says what the bytes
+are). A length of 0 is a *nudge*: "a batch follows shortly". The backend nudges its worker
+before it encodes a batch, so that the worker's thread — and its CPU, which a VM halts when
+idle — wakes while the backend is still encoding (docs/performance.md).
+"""
+
+import array
+import contextlib
+import os
+import select
+import socket
+import struct
+import time
+from typing import Any, List, Optional, Sequence, Tuple
+
+__all__ = [
+    "UNIX_SCHEME",
+    "ChannelClosed",
+    "FramingError",
+    "Channel",
+    "Listener",
+    "listen",
+    "connect",
+    "spin_until_readable",
+    "MAX_MESSAGE_BYTES",
+]
+
+UNIX_SCHEME = "unix://"
+# A message larger than this is refused as corrupt (a forged length must not allocate gigabytes
+# blindly); tensors this large travel through shared memory anyway.
+MAX_MESSAGE_BYTES = 1 << 31
+# Below this, the parts are joined and sent with one call.
+_JOIN_BYTES = 1 << 18
+_LENGTH = struct.Struct("<Q")
+_FD_SPACE = socket.CMSG_SPACE(4 * array.array("i").itemsize)
+_EMPTY = memoryview(b"")
+
+
+class ChannelClosed(ConnectionError):
+    """The other end closed the connection (its process exited or closed the socket)."""
+
+
+class FramingError(ValueError):
+    """Bytes that are not a framed message; the connection cannot be trusted any more."""
+
+
+def _path(address: str) -> str:
+    if not address.startswith(UNIX_SCHEME):
+        raise ValueError(f"a relay address is {UNIX_SCHEME}PATH, got {address!r}")
+    return address[len(UNIX_SCHEME) :]
+
+
+class Channel:
+    """One connection between a backend instance and its worker."""
+
+    def __init__(self, sock: socket.socket):
+        self.socket = sock
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
+
+    def fileno(self) -> int:
+        return self.socket.fileno()
+
+    def send(self, parts: Sequence[Any], fd: Optional[int] = None) -> None:
+        """Send one message made of ``parts`` (buffers), with ``fd`` attached when given."""
+        views = [part if type(part) is memoryview else memoryview(part) for part in parts]
+        length = sum(view.nbytes for view in views)
+        buffers: List[Any] = [_LENGTH.pack(length), *views]
+        if length <= _JOIN_BYTES:
+            buffers = [b"".join(buffers)]
+        ancillary = [] if fd is None else [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
+        sock = self.socket
+        while buffers:
+            # MSG_NOSIGNAL: a peer gone is an error here, not a SIGPIPE
+            sent = sock.sendmsg(buffers, ancillary, socket.MSG_NOSIGNAL)
+            ancillary = []
+            while buffers and sent >= memoryview(buffers[0]).nbytes:
+                sent -= memoryview(buffers[0]).nbytes
+                buffers.pop(0)
+            if sent:
+                buffers[0] = memoryview(buffers[0])[sent:]
+
+    def nudge(self) -> None:
+        self.socket.sendall(_LENGTH.pack(0), socket.MSG_NOSIGNAL)
+
+    def recv(self) -> Tuple[memoryview, Optional[int]]:
+        """The next message (a view of a new, writable buffer) and the descriptor that came with it.
+
+        A nudge is an empty message.
+
+        Raises:
+            ChannelClosed: the peer closed the connection (before or inside a message).
+            FramingError: the length is not one of a message.
+        """
+        fds: List[int] = []
+        prefix = bytearray(_LENGTH.size)
+        self._recv_into(memoryview(prefix), fds, at_start=True)
+        (length,) = _LENGTH.unpack(prefix)
+        if length == 0:
+            return _EMPTY, self._one(fds)
+        if length > MAX_MESSAGE_BYTES:
+            self._one(fds)
+            raise FramingError(f"a message of {length} bytes")
+        body = bytearray(length)
+        self._recv_into(memoryview(body), fds)
+        return memoryview(body), self._one(fds)
+
+    def readable(self, timeout_ms: int) -> bool:
+        """Whether a message starts within ``timeout_ms`` (-1: no limit)."""
+        return bool(self._poll.poll(timeout_ms))
+
+    def _recv_into(self, view: memoryview, fds: List[int], at_start: bool = False) -> None:
+        got = 0
+        size = view.nbytes
+        sock = self.socket
+        while got < size:
+            count, ancillary, _, _ = sock.recvmsg_into([view[got:]], _FD_SPACE)
+            for level, kind, data in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    received = array.array("i")
+                    received.frombytes(data[: len(data) - len(data) % received.itemsize])
+                    fds.extend(received)
+            if count == 0:
+                self._one(fds)
+                raise ChannelClosed("the connection closed" + ("" if at_start and got == 0 else " inside a message"))
+            got += count
+
+    @staticmethod
+    def _one(fds: List[int]) -> Optional[int]:
+        """The first descriptor; any others are closed (a message carries at most one)."""
+        for extra in fds[1:]:
+            os.close(extra)
+        return fds[0] if fds else None
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+class Listener:
+    """The worker's listening socket; :meth:`accept` gives each backend instance's channel."""
+
+    def __init__(self, address: str):
+        self.path = _path(address)
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.socket.bind(self.path)
+            self.socket.listen()
+        except BaseException:
+            self.socket.close()
+            raise
+
+    def fileno(self) -> int:
+        return self.socket.fileno()
+
+    def accept(self) -> Channel:
+        return Channel(self.socket.accept()[0])
+
+    def close(self) -> None:
+        self.socket.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+def listen(address: str) -> Listener:
+    """The worker's end: bind ``unix://PATH``."""
+    return Listener(address)
+
+
+def connect(address: str) -> Channel:
+    """The backend's end (as the C backend does it; used by tests): connect to ``unix://PATH``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(_path(address))
+    except BaseException:
+        sock.close()
+        raise
+    return Channel(sock)
+
+
+def spin_until_readable(poller: select.poll, spin_ns: int) -> bool:
+    """Poll ``poller`` without sleeping for up to ``spin_ns``; whether something became readable."""
+    poll, now = poller.poll, time.perf_counter_ns
+    deadline = now() + spin_ns
+    while not poll(0):
+        if now() > deadline:
+            return False
+    return True
