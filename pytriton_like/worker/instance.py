@@ -65,6 +65,7 @@ class InstanceWorker:
         self._path = address[len(UNIX_SCHEME) :]
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self._path)
+        os.chmod(self._path, 0o600)  # only the server's user may connect (docs/security.md)
         self._listener.listen()
         # close() wakes the thread through this pair; the thread closes every socket itself
         self._wake_reader, self._wake_writer = socket.socketpair()

@@ -7,6 +7,7 @@ run concurrently: a slow one does not hold up the others.
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from typing import Optional, Set
@@ -38,6 +39,7 @@ class StreamWorker:
         self._socket = self._context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.bind(address)
+        os.chmod(address[len("ipc://") :], 0o600)  # only the server's user may connect (docs/security.md)
         self._loop = asyncio.new_event_loop()
         self._tasks: Set[asyncio.Task] = set()
         self._main: Optional[asyncio.Task] = None
