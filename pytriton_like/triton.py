@@ -25,6 +25,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
+from .access_tokens import remove_token, write_token
 from .exceptions import (
     PyTritonInvalidOperationError,
     PyTritonServerError,
@@ -33,6 +34,7 @@ from .exceptions import (
 from .model_config import ModelConfig, Tensor
 from .model_config.ensemble import EnsembleConfig, EnsembleStep, validate_ensemble
 from .model_config.generator import validate_config
+from .model_config.names import check_model_name
 from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
 from .models.loopback import LoopbackClients, loopback_url
 from .models.model import Model
@@ -45,12 +47,13 @@ from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
 from .server.control import ControlError, ServerControl
 from .server.process import ServerProcess, check_ports_free
+from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
 from .server.workspace import Workspace, remove_orphaned_workspaces
 
 if TYPE_CHECKING:
     from .runner import TritonRunner
 
-__all__ = ["Triton", "TritonConfig"]
+__all__ = ["Triton", "TritonConfig", "TritonSecurityConfig"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +95,14 @@ class Triton:
         model_repository: a folder of hand-written models to serve next to the bound ones, loaded
             as ``config.model_control_mode`` says (see docs/model_management.md); given here, it
             wins over ``config.model_repository``.
+        security_config: which API groups need the access token (``None``: the model-repository,
+            shared-memory, statistics, trace and logging groups, with a random token; see
+            docs/security.md). :meth:`get_access_token` tells the token.
 
     Raises:
-        PyTritonValidationError: the model repository is not a folder.
+        PyTritonValidationError: the model repository is not a folder, or the security config
+            restricts an API group that ``config.http_restricted_api`` /
+            ``config.grpc_restricted_protocol`` restrict too.
     """
 
     def __init__(
@@ -103,8 +111,15 @@ class Triton:
         config: Optional[TritonConfig] = None,
         workspace: Union[str, pathlib.Path, None] = None,
         model_repository: Union[str, pathlib.Path, None] = None,
+        security_config: Optional[TritonSecurityConfig] = None,
     ):
         self._config = (config or TritonConfig()).with_env()
+        self._security = security_config if security_config is not None else TritonSecurityConfig()
+        if not isinstance(self._security, TritonSecurityConfig):
+            raise PyTritonValidationError(
+                f"security_config must be a TritonSecurityConfig, got {type(security_config).__name__}"
+            )
+        check_restriction_overlap(self._config, self._security)
         if model_repository is not None:
             self._config = dataclasses.replace(self._config, model_repository=pathlib.Path(model_repository))
         repository = self._config.model_repository
@@ -123,6 +138,7 @@ class Triton:
         self._control: Optional[ServerControl] = None
         self._loopback: Optional[LoopbackClients] = None
         self._failure: Optional[BaseException] = None
+        self._server_exit: Optional[int] = None  # tritonserver's exit code, when it exited on its own
 
     # -- context manager -------------------------------------------------------------------
 
@@ -166,6 +182,7 @@ class Triton:
                 model of the model repository, or the server stopped.
             PyTritonServerError: bound after ``run()`` and the server failed to load it.
         """
+        check_model_name(model_name)
         funcs = list(infer_func) if isinstance(infer_func, (list, tuple)) else [infer_func]
         if not funcs:
             raise PyTritonValidationError(f"model {model_name!r}: infer_func is an empty list")
@@ -245,6 +262,7 @@ class Triton:
             ...     outputs=[Tensor(name="LABEL", dtype=bytes, shape=(1,))],
             ...     max_batch_size=8)
         """
+        check_model_name(model_name, "ensemble")
         bad = [step for step in steps if not isinstance(step, EnsembleStep)]
         if bad:
             raise PyTritonValidationError(f"ensemble {model_name!r}: steps must be EnsembleStep, got {bad[0]!r}")
@@ -294,6 +312,7 @@ class Triton:
         write_ensemble_entry(repository, config)
         try:
             self._control.load(config.model_name, _LOAD_TIMEOUT_S)
+            self._server.protect_stub_regions()  # Triton loads the ensemble's step models with it
         except ControlError as exc:
             self._ensembles.pop(config.model_name, None)
             remove_model_entry(repository, config.model_name)
@@ -323,6 +342,7 @@ class Triton:
             self._setup(model)
             self._models.write_config(self._workspace.model_repository, model.name)
             control.load(model.name, _LOAD_TIMEOUT_S)
+            self._server.protect_stub_regions()
         except ControlError as exc:
             self._forget(model)
             raise PyTritonServerError(
@@ -373,7 +393,7 @@ class Triton:
         config = self._config
         check_ports_free(config.ports, _bind_address(config))
         self._workspace = Workspace(bundle, self._workspace_path)
-        self._loopback = LoopbackClients(loopback_url(config))
+        self._loopback = LoopbackClients(loopback_url(config), access_token=self._security.access_token)
         for model in self._models:
             self._setup(model)
         for name in self._models.names():
@@ -392,15 +412,19 @@ class Triton:
             backend_directory=self._workspace.backends,
             cache_directory=bundle.caches,
             startup_models=self._models.names() + repository_models + list(self._ensembles),
+            restriction=restriction_value(self._security),
         )
+        self._security.warn_if_open()
         env = bundle.server_environment(os.environ)
         log_file = pathlib.Path(config.log_file) if config.log_file else self._workspace.log_file
-        logger.debug("starting %s", " ".join(argv))
+        logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         self._server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
         self._server.add_exit_listener(self._on_server_exit)
         self._server.start(_START_TIMEOUT_S)
         if config.allow_http is not False:
-            self._control = ServerControl(connect_host(config.http_address), config.ports["HTTP"])
+            self._control = ServerControl(
+                connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
+            )
             expected = [("model", model.name, model.version) for model in self._models]
             expected += [("model", name, None) for name in repository_models]
             expected += [("ensemble", name, ensemble.model_version) for name, ensemble in self._ensembles.items()]
@@ -409,6 +433,7 @@ class Triton:
                     raise PyTritonServerError(
                         f"{what} {name!r} is not ready after start", log_tail=self._server.log_tail()
                     )
+        self._server.protect_stub_regions()
         if config.model_control_mode == "poll":
             self._poller = RepositoryPoller(
                 self._repository,
@@ -418,6 +443,10 @@ class Triton:
                 known=known,
             )
             self._poller.start()
+        if self._security.access_token:
+            for endpoint in ("HTTP", "gRPC"):
+                if endpoint in config.ports:
+                    write_token(config.ports[endpoint], self._security.access_token)
         logger.info("Triton ready: %s", ", ".join(f"{k} on port {v}" for k, v in config.ports.items()))
 
     def _startup_repository_models(self) -> List[str]:
@@ -451,6 +480,11 @@ class Triton:
         Signal handlers are installed only when called from the main thread; from another
         thread, call :meth:`stop` to end it. A signal that comes while the server is still
         starting cuts the start short; ``serve()`` then returns as well, once all is stopped.
+
+        Raises:
+            PyTritonServerError: the server failed to start, or tritonserver exited while
+                serving (killed, crashed): the message names its exit code and shows the end of
+                its log, so that a supervisor (systemd, Kubernetes) sees a failure.
         """
         restore = {}
         if threading.current_thread() is threading.main_thread():
@@ -465,6 +499,11 @@ class Triton:
             for signum, handler in restore.items():
                 signal.signal(signum, handler)
             self.stop()
+        if self._server_exit is not None:
+            raise PyTritonServerError(
+                f"tritonserver exited unexpectedly with code {self._server_exit} while serving",
+                log_tail=self._server.log_tail(),
+            )
 
     def _on_signal(self, signum, _frame) -> None:
         if self._state is not _State.RUNNING:
@@ -482,7 +521,10 @@ class Triton:
 
     def _on_server_exit(self, returncode: int) -> None:
         if self._state is _State.RUNNING:
-            logger.error("tritonserver exited unexpectedly with code %s", returncode)
+            self._server_exit = returncode
+            logger.error(
+                "tritonserver exited unexpectedly with code %s; the end of its log:\n%s", returncode, self._server.log_tail()
+            )
             self._stop_requested.set()
 
     def runner(
@@ -496,11 +538,24 @@ class Triton:
 
         config = self._config
         url = local_url(config, "HTTP" if "HTTP" in config.ports else "gRPC")
-        return TritonRunner(url, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s)
+        return TritonRunner(
+            url,
+            init_timeout_s=init_timeout_s,
+            inference_timeout_s=inference_timeout_s,
+            access_token=self._security.access_token,
+        )
 
     def is_alive(self) -> bool:
-        """Whether the server runs and serves."""
+        """Whether the server runs and serves (False once tritonserver exited, which is logged at ERROR)."""
         return self._state is _State.RUNNING and self._server is not None and self._server.returncode is None
+
+    def get_access_token(self) -> Optional[str]:
+        """The token that Triton's restricted API groups need (``None`` when none is restricted).
+
+        Clients pass it as ``access_token=``; clients of this package on this host find it
+        themselves (docs/security.md).
+        """
+        return self._security.access_token
 
     # -- model management (see docs/model_management.md) -------------------------------------
     # Answers are Triton's JSON documents, as its HTTP endpoint and ModelClient return them.
@@ -516,12 +571,14 @@ class Triton:
             PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
             PyTritonServerError: the server failed to load the model (with the end of its log).
         """
+        check_model_name(model_name)
         control = self._require_control(f"load model {model_name!r}")
         with self._changed:
             if self._repository is not None and model_name not in self._models and model_name in self._repository:
                 self._repository.check(model_name)
             try:
                 control.load(model_name, _LOAD_TIMEOUT_S)
+                self._server.protect_stub_regions()
             except ControlError as exc:
                 raise PyTritonServerError(
                     f"tritonserver failed to load model {model_name!r}: {exc}", log_tail=self._server.log_tail()
@@ -537,6 +594,7 @@ class Triton:
             PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
             PyTritonServerError: the server refused.
         """
+        check_model_name(model_name)
         control = self._require_control(f"unload model {model_name!r}")
         with self._changed:
             self._control_call(f"unload model {model_name!r}", control.unload, model_name, _LOAD_TIMEOUT_S)
@@ -638,6 +696,10 @@ class Triton:
             elif not self._server.stop(timeout_s=exit_timeout + 5):
                 logger.warning("tritonserver did not stop within %.0f s; killed it", exit_timeout + 5)
             _remove_regions(regions)
+        if self._security.access_token:
+            for port in (self._config.ports.get("HTTP"), self._config.ports.get("gRPC")):
+                if port is not None:
+                    remove_token(port)
         if self._workspace is not None:
             for model in self._models:
                 model.teardown(self._workspace.model_repository)

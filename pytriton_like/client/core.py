@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..access_tokens import is_local_host, read_token
 from ..model_config.triton_model_config import TritonModelConfig
 from .config_parser import parse_model_config
 from .error_mapping import ErrorContext, map_errors, translate_stream_error
@@ -129,7 +130,9 @@ class ClientCore:
         init_timeout_s: how long to wait for the server and model (default 300 s).
         inference_timeout_s: how long one request may take (default 60 s).
         model_config: the model's configuration, if the caller already knows it.
-        access_token: token for Triton's restricted endpoints, sent with every call.
+        access_token: token for Triton's restricted endpoints, sent with every call; ``None``:
+            for a server on this host, the token its owner recorded (access_tokens.py), once
+            a restricted call needs it.
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
@@ -167,6 +170,9 @@ class ClientCore:
             raise PyTritonClientValueError("access_token must be a non-empty string or None")
         self._access_token = access_token
         self._auth_headers = {_ACCESS_TOKEN_HEADERS[self.protocol]: access_token} if access_token else {}
+        # Without a token, a client of a server on this host uses the one its owner recorded for
+        # this port (access_tokens.py), once there is one.
+        self._find_token = access_token is None and is_local_host(self.url.hostname)
         self._request_ids = itertools.count(1)
         self._closed = threading.Event()
 
@@ -360,6 +366,10 @@ class ClientCore:
     def control_kwargs(self, timeout_s: float) -> Dict[str, Any]:
         """Keyword arguments of tritonclient's readiness calls: timeout (gRPC) and access token."""
         kwargs: Dict[str, Any] = self.grpc_kwargs(timeout_s)
+        if self._find_token and not self._auth_headers:
+            token = read_token(self.url.port)
+            if token is not None:
+                self._auth_headers = {_ACCESS_TOKEN_HEADERS[self.protocol]: token}
         if self._auth_headers:
             kwargs["headers"] = dict(self._auth_headers)
         return kwargs

@@ -246,7 +246,7 @@ class DecoupledModelClient(ModelClient):
         model_config: the model configuration, if known; then it is not read from the server.
         ensure_model_is_ready: with ``model_config`` given, still wait for the model before
             the first request.
-        access_token: token for Triton's restricted endpoints.
+        access_token: token for Triton's restricted endpoints (``None``: found on this host, docs/security.md).
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed or is not gRPC (a

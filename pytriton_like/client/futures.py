@@ -37,7 +37,7 @@ class FuturesModelClient:
             instead of blocking until there is room.
         init_timeout_s: how long to wait for the server and model (default 300 s).
         inference_timeout_s: how long one request may take (default 60 s).
-        access_token: token for Triton's restricted endpoints.
+        access_token: token for Triton's restricted endpoints (``None``: found on this host, docs/security.md).
 
     Raises:
         PyTritonClientValueError: ``max_workers`` or ``max_queue_size`` not a positive integer.

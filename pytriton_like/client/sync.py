@@ -136,7 +136,8 @@ class ModelClient:
         ensure_model_is_ready: with ``model_config`` given, still wait for the model before
             the first request.
         access_token: token for Triton's restricted endpoints (sent as the
-            ``triton-access-token`` header), as PyTriton's clients take it.
+            ``triton-access-token`` header), as PyTriton's clients take it; ``None``: for a
+            server on this host, the token its owner recorded (docs/security.md).
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.

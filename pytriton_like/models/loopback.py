@@ -49,10 +49,12 @@ class LoopbackClients:
 
     Args:
         url: the running server's url, reached over the loopback interface.
+        access_token: the server's access token, handed to the clients.
     """
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, access_token: Optional[str] = None):
         self.url = url
+        self._access_token = access_token
         self._lock = threading.Lock()
         self._closed = False
         self._sync: Dict[_Key, "ModelClient"] = {}
@@ -73,7 +75,7 @@ class LoopbackClients:
             self._check_open(caller)
             client = self._sync.get(key)
             if client is None:
-                client = self._sync[key] = LoopbackClient(self.url, *key)
+                client = self._sync[key] = LoopbackClient(self.url, *key, access_token=self._access_token)
         return client
 
     def async_client(
@@ -93,7 +95,7 @@ class LoopbackClients:
             clients = self._async.setdefault(loop, {})
             client = clients.get(key)
             if client is None:
-                client = clients[key] = AsyncLoopbackClient(self.url, *key)
+                client = clients[key] = AsyncLoopbackClient(self.url, *key, access_token=self._access_token)
         return client
 
     def close(self) -> None:

@@ -16,9 +16,24 @@ __all__ = ["LoopbackClient", "AsyncLoopbackClient"]
 class LoopbackClient(ModelClient):
     """A ``ModelClient`` whose inference timeout error explains the deadlock it may stand for."""
 
-    def __init__(self, url: str, caller: str, model_name: str, model_version: Optional[str], timeout_s: float):
+    def __init__(
+        self,
+        url: str,
+        caller: str,
+        model_name: str,
+        model_version: Optional[str],
+        timeout_s: float,
+        access_token: Optional[str] = None,
+    ):
         # The server runs already: a model that is not ready within the timeout will not be soon.
-        super().__init__(url, model_name, model_version, init_timeout_s=timeout_s, inference_timeout_s=timeout_s)
+        super().__init__(
+            url,
+            model_name,
+            model_version,
+            init_timeout_s=timeout_s,
+            inference_timeout_s=timeout_s,
+            access_token=access_token,
+        )
         self._caller = caller
 
     def send(self, call):
@@ -30,8 +45,23 @@ class LoopbackClient(ModelClient):
 class AsyncLoopbackClient(AsyncioModelClient):
     """An ``AsyncioModelClient`` whose inference timeout error explains the deadlock it may stand for."""
 
-    def __init__(self, url: str, caller: str, model_name: str, model_version: Optional[str], timeout_s: float):
-        super().__init__(url, model_name, model_version, init_timeout_s=timeout_s, inference_timeout_s=timeout_s)
+    def __init__(
+        self,
+        url: str,
+        caller: str,
+        model_name: str,
+        model_version: Optional[str],
+        timeout_s: float,
+        access_token: Optional[str] = None,
+    ):
+        super().__init__(
+            url,
+            model_name,
+            model_version,
+            init_timeout_s=timeout_s,
+            inference_timeout_s=timeout_s,
+            access_token=access_token,
+        )
         self._caller = caller
 
     async def send(self, call):

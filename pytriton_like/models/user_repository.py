@@ -1,13 +1,17 @@
 """The user's model repository: a folder of hand-written models that Triton serves next to the bound ones."""
 
+import logging
 import os
 import pathlib
 from typing import Dict, List, Tuple, Union
 
 from ..exceptions import PyTritonValidationError
+from ..model_config.names import check_model_name
 from ..model_config.parser import parse_config_file
 
 __all__ = ["ModelRepository", "Fingerprint"]
+
+logger = logging.getLogger(__name__)
 
 # What a model folder looked like: (path relative to the folder, size, modification time) of each file.
 Fingerprint = Tuple[Tuple[str, int, int], ...]
@@ -32,12 +36,19 @@ class ModelRepository:
             raise PyTritonValidationError(f"model repository {self.path} is not a folder")
 
     def names(self) -> List[str]:
-        """The models in the repository (its sub-folders but hidden ones), sorted."""
+        """The models in the repository (its sub-folders but hidden ones and bad names), sorted."""
         try:
             entries = list(os.scandir(self.path))
         except FileNotFoundError:
             return []
-        return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith(".") and e.name not in _IGNORED)
+        names = []
+        for entry in entries:
+            if entry.is_dir() and not entry.name.startswith(".") and entry.name not in _IGNORED:
+                try:
+                    names.append(check_model_name(entry.name))
+                except PyTritonValidationError as exc:
+                    logger.warning("model repository %s: skipping a folder: %s", self.path, exc)
+        return sorted(names)
 
     def __contains__(self, name: str) -> bool:
         return name in self.names()
@@ -49,7 +60,7 @@ class ModelRepository:
             PyTritonModelConfigError: the file is missing or broken (the message names the model,
                 the file and the line).
         """
-        parse_config_file(self.path / name)
+        parse_config_file(self.path / check_model_name(name))
 
     def fingerprint(self, name: str) -> Fingerprint:
         """What the files of model ``name`` look like now; it changes when any of them changes."""

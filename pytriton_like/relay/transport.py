@@ -151,6 +151,7 @@ class Listener:
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.socket.bind(self.path)
+            os.chmod(self.path, 0o600)  # only the server's user may connect (docs/security.md)
             self.socket.listen()
         except BaseException:
             self.socket.close()

@@ -35,13 +35,20 @@ class ModelRunner:
     """
 
     def __init__(
-        self, url: str, model_name: str, *, init_timeout_s: Optional[float], inference_timeout_s: Optional[float]
+        self,
+        url: str,
+        model_name: str,
+        *,
+        init_timeout_s: Optional[float],
+        inference_timeout_s: Optional[float],
+        access_token: Optional[str] = None,
     ):
         self._kwargs: Dict[str, Any] = {
             "url": url,
             "model_name": model_name,
             "init_timeout_s": init_timeout_s,
             "inference_timeout_s": inference_timeout_s,
+            "access_token": access_token,
         }
         self.name = model_name
         self._lock = threading.Lock()

@@ -38,15 +38,32 @@ class TritonRunner:
         init_timeout_s: how long ``run`` waits for the server and the model (default 300 s).
         inference_timeout_s: how long one request, or a load or unload, may take (default 60 s);
             the other management calls get the shorter of the two timeouts, as ``ModelClient``'s do.
+        access_token: the server's access token, for the restricted calls (load, unload, index,
+            statistics); ``None``: for a server of this host, the token its owner recorded
+            (docs/security.md).
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
         PyTritonClientValueError: a bad timeout.
     """
 
-    def __init__(self, url: str, *, init_timeout_s: Optional[float] = None, inference_timeout_s: Optional[float] = None):
-        # a client core checks the url and timeouts as every client does
-        core = ClientCore(url, _NO_MODEL, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s)
+    def __init__(
+        self,
+        url: str,
+        *,
+        init_timeout_s: Optional[float] = None,
+        inference_timeout_s: Optional[float] = None,
+        access_token: Optional[str] = None,
+    ):
+        # a client core checks the url, timeouts and token as every client does
+        core = ClientCore(
+            url,
+            _NO_MODEL,
+            init_timeout_s=init_timeout_s,
+            inference_timeout_s=inference_timeout_s,
+            access_token=access_token,
+        )
+        self._access_token = access_token
         self._url = core.url
         self._init_timeout_s = core.init_timeout_s
         self._timeout_s = core.inference_timeout_s
@@ -117,7 +134,11 @@ class TritonRunner:
 
     def _new_model_runner(self, model_name: str) -> ModelRunner:
         return ModelRunner(
-            self.url, model_name, init_timeout_s=self._init_timeout_s, inference_timeout_s=self._timeout_s
+            self.url,
+            model_name,
+            init_timeout_s=self._init_timeout_s,
+            inference_timeout_s=self._timeout_s,
+            access_token=self._access_token,
         )
 
     # -- management: each call through a short-lived ModelClient / AsyncioModelClient -------------
@@ -232,6 +253,7 @@ class TritonRunner:
             "model_version": model_version,
             "init_timeout_s": self._init_timeout_s,
             "inference_timeout_s": self._timeout_s,
+            "access_token": self._access_token,
         }
 
     def _forget(self, model_name: str) -> None:

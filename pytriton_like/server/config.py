@@ -244,8 +244,13 @@ def server_argv(
     backend_directory: pathlib.Path,
     cache_directory: pathlib.Path,
     startup_models: List[str],
+    restriction: Optional[str] = None,
 ) -> List[str]:
-    """tritonserver's command line for ``config`` (a pure function)."""
+    """tritonserver's command line for ``config`` (a pure function).
+
+    Args:
+        restriction: ``<groups>:<header>=<token>`` for both endpoints (security.py), or None.
+    """
     argv = [str(binary)]
     argv += [f"--model-repository={path}" for path in model_repositories]
     argv += [
@@ -269,6 +274,8 @@ def server_argv(
             argv.append(f"{flag}={'true' if value else 'false'}")
         else:
             argv.append(f"{flag}={value}")
+    if restriction:
+        argv += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
     return argv
 
 

@@ -10,6 +10,8 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Optional
 
+from .security import ACCESS_TOKEN_HEADER
+
 __all__ = ["ServerControl", "ControlError"]
 
 
@@ -23,10 +25,15 @@ class ControlError(Exception):
 
 
 class ServerControl:
-    """Calls Triton's model-repository and health endpoints on ``host:port``."""
+    """Calls Triton's model-repository and health endpoints on ``host:port``.
 
-    def __init__(self, host: str, port: int):
+    Args:
+        access_token: sent with every call, for the restricted API groups (security.py).
+    """
+
+    def __init__(self, host: str, port: int, access_token: Optional[str] = None):
         self._base = f"http://{host}:{port}"
+        self._headers = {ACCESS_TOKEN_HEADER: access_token} if access_token else {}
 
     def load(self, model_name: str, timeout_s: float) -> None:
         """Load (or reload) a model; returns when it is loaded, raises ControlError if it failed."""
@@ -87,7 +94,7 @@ class ServerControl:
         return json.loads(self._call("GET", path + "/stats", timeout_s))
 
     def _call(self, method: str, path: str, timeout_s: float, body: Optional[bytes] = None) -> bytes:
-        request = urllib.request.Request(self._base + path, data=body, method=method)
+        request = urllib.request.Request(self._base + path, data=body, method=method, headers=self._headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 return response.read()

@@ -16,13 +16,15 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonServerError
-from ..relay.shm import STUB_REGION_PREFIX
+from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX
 
-__all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits"]
+__all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits", "PRIVATE_UMASK"]
 
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+# The umask of tritonserver and every process it starts (docs/security.md).
+PRIVATE_UMASK = 0o077
 _TAIL_LINES = 40
 # A start failure without error lines quotes this many last lines of the log instead.
 _QUOTED_LINES = 10
@@ -134,6 +136,8 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent_thread,
                 start_new_session=True,
+                # owner-only: the server's and its stubs' /dev/shm regions, files and sockets
+                umask=PRIVATE_UMASK,
             )
         except OSError as exc:
             self._spawn_error = exc
@@ -154,7 +158,8 @@ class ServerProcess:
             callback(self.returncode)
 
     def _pump_log(self) -> None:
-        with open(self.log_file, "ab", buffering=0) as log:
+        fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(fd, "ab", buffering=0) as log:
             for line in self._process.stdout:
                 log.write(line)
                 text = line.decode("utf-8", "replace").rstrip()
@@ -196,6 +201,18 @@ class ServerProcess:
         if self._process is None:
             return []
         return [arg for cmdline in _group_cmdlines(self._process.pid) for arg in cmdline if arg.startswith(STUB_REGION_PREFIX)]
+
+    def protect_stub_regions(self) -> None:
+        """Make the shared-memory regions of the running stubs owner-only.
+
+        Triton's Python backend creates each stub's region mode 0644 whatever the umask (it sets
+        the mode itself), so local users could read a stub's requests; call this after each load.
+        """
+        for name in self.stub_regions():
+            try:
+                os.chmod(os.path.join(SHM_DIR, name), 0o600)
+            except FileNotFoundError:
+                pass  # the stub ended meanwhile
 
     def stop(self, timeout_s: float) -> bool:
         """SIGINT (Triton's graceful stop), then SIGKILL after ``timeout_s``; waits for the exit.

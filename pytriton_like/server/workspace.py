@@ -14,6 +14,7 @@ from .bundle import TritonBundle
 __all__ = ["Workspace", "WORKSPACE_PREFIX", "remove_orphaned_workspaces"]
 
 WORKSPACE_PREFIX = "pytriton_like-"
+PRIVATE_MODE = 0o700
 
 logger = logging.getLogger(__name__)
 
@@ -36,14 +37,17 @@ class Workspace:
         # The owner's pid in the name tells whose a workspace is (and whether its owner is gone).
         prefix = f"{WORKSPACE_PREFIX}{os.getpid()}-"
         self.path = pathlib.Path(tempfile.mkdtemp(prefix=prefix)) if path is None else pathlib.Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
         self.model_repository = self.path / "model_repository"
         self.backends = self.path / "backends"
         self.sockets = self.path / "sockets"
         self.log_file = self.path / "triton.log"
         relay_backend = library_path()
-        for folder in (self.model_repository, self.sockets, self.backends / "python", self.backends / BACKEND_NAME):
-            folder.mkdir(parents=True, exist_ok=True)
+        # Owner-only folders: what is inside (models, relay settings, sockets) is nobody else's business.
+        for folder in (self.model_repository, self.sockets, self.backends, self.backends / "python",
+                       self.backends / BACKEND_NAME):
+            folder.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+            folder.chmod(PRIVATE_MODE)
         shutil.copy2(relay_backend, self.backends / BACKEND_NAME / relay_backend.name)
         python_backend = self.backends / "python"
         for source in (

@@ -8,7 +8,7 @@ import pytest
 import pytriton_like
 
 PUBLIC = {
-    "pytriton_like.triton": {"Triton", "TritonConfig"},
+    "pytriton_like.triton": {"Triton", "TritonConfig", "TritonSecurityConfig"},
     "pytriton_like.model_config": {"DeviceKind", "DynamicBatcher", "ModelConfig", "QueuePolicy", "Tensor", "TimeoutAction"},
     "pytriton_like.decorators": {
         "batch", "sample", "group_by_keys", "group_by_values", "fill_optionals", "pad_batch", "first_value",

@@ -1,0 +1,135 @@
+"""``TritonSecurityConfig``: which of Triton's API groups need the access token, and the token.
+
+Triton guards API groups with ``--http-restricted-api`` / ``--grpc-restricted-protocol``
+``<groups>:<header>=<value>``: a call to a guarded group without the header is refused (HTTP
+403, gRPC UNAVAILABLE, "This API is restricted"). By default the groups that change the server
+or read its memory are guarded, with a random token; inference, health, metadata and model
+configs stay open (docs/security.md).
+"""
+
+import dataclasses
+import logging
+import secrets
+from typing import List, Optional
+
+from ..exceptions import PyTritonValidationError
+
+__all__ = [
+    "TritonSecurityConfig",
+    "ACCESS_TOKEN_HEADER",
+    "VALID_ENDPOINTS",
+    "DEFAULT_RESTRICTED_ENDPOINTS",
+    "restriction_value",
+    "check_restriction_overlap",
+]
+
+logger = logging.getLogger(__name__)
+
+# The API groups tritonserver 2.51 can restrict (its --http-restricted-api help).
+VALID_ENDPOINTS = frozenset(
+    {"health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace", "logging"}
+)
+DEFAULT_RESTRICTED_ENDPOINTS = ("shared-memory", "model-repository", "statistics", "trace", "logging")
+# The header restricted calls carry, as PyTriton 0.7.0 names it (gRPC clients send it as the
+# metadata key ``triton-grpc-protocol-triton-access-token``).
+ACCESS_TOKEN_HEADER = "triton-access-token"
+_TOKEN_BYTES = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonSecurityConfig:
+    """Token-based access restriction of the server's API groups (PyTriton 0.7.0's semantics).
+
+    Args:
+        access_token: the token clients send in the ``triton-access-token`` header; ``None``
+            generates one with :mod:`secrets` (when anything is restricted).
+        restricted_endpoints: the API groups that need the token. ``None``: ``shared-memory``,
+            ``model-repository``, ``statistics``, ``trace`` and ``logging``. ``[]``: nothing is
+            restricted (a warning says what is open then). Names are Triton's API groups:
+            ``health``, ``metadata``, ``inference``, ``shared-memory``, ``model-config``,
+            ``model-repository``, ``statistics``, ``trace``, ``logging``.
+
+    Raises:
+        PyTritonValidationError: an unknown endpoint name, or a token that is not a non-empty
+            string without ``,`` ``:`` ``=`` or whitespace (Triton's flag could not carry it).
+
+    Example:
+        >>> TritonSecurityConfig(restricted_endpoints=["model-repository"]).restricted_endpoints
+        ['model-repository']
+    """
+
+    access_token: Optional[str] = None
+    restricted_endpoints: Optional[List[str]] = None
+
+    def __post_init__(self):
+        endpoints = self.restricted_endpoints
+        endpoints = list(DEFAULT_RESTRICTED_ENDPOINTS) if endpoints is None else list(endpoints)
+        unknown = sorted(set(endpoints) - VALID_ENDPOINTS)
+        if unknown:
+            raise PyTritonValidationError(
+                f"Invalid endpoint names: {', '.join(unknown)}. Valid endpoints are: {', '.join(sorted(VALID_ENDPOINTS))}"
+            )
+        object.__setattr__(self, "restricted_endpoints", list(dict.fromkeys(endpoints)))
+        token = self.access_token
+        if token is None and endpoints:
+            object.__setattr__(self, "access_token", secrets.token_urlsafe(_TOKEN_BYTES))
+        elif token is not None:
+            if not isinstance(token, str) or not token or any(c in token for c in ",:= \t\r\n"):
+                raise PyTritonValidationError(
+                    "TritonSecurityConfig: access_token must be a non-empty string without ',', ':', '=' or"
+                    f" whitespace (it travels in Triton's '<apis>:<header>=<token>' flag), got {token!r}"
+                )
+
+    @property
+    def restricted(self) -> bool:
+        """Whether any API group needs the token."""
+        return bool(self.restricted_endpoints)
+
+    def warn_if_open(self) -> None:
+        """Log a warning naming what anybody who reaches the ports may do, when a default group is open."""
+        open_groups = [name for name in DEFAULT_RESTRICTED_ENDPOINTS if name not in self.restricted_endpoints]
+        if open_groups:
+            logger.warning(
+                "access restriction is off for %s: anybody who reaches the HTTP or gRPC port can %s"
+                " (TritonSecurityConfig(restricted_endpoints=None) restricts them; docs/security.md)",
+                ", ".join(open_groups),
+                "; ".join(_RISKS[name] for name in open_groups),
+            )
+
+
+_RISKS = {
+    "model-repository": "load models with files of their own, i.e. run code on this host, and unload yours",
+    "shared-memory": "register shared-memory regions of this host, the server's own among them",
+    "statistics": "read the inference statistics",
+    "trace": "change the trace settings",
+    "logging": "change the log settings",
+}
+
+
+def restriction_value(security: TritonSecurityConfig) -> Optional[str]:
+    """The value of ``--http-restricted-api`` and ``--grpc-restricted-protocol``, or None when nothing is restricted."""
+    if not security.restricted:
+        return None
+    return f"{','.join(security.restricted_endpoints)}:{ACCESS_TOKEN_HEADER}={security.access_token}"
+
+
+def check_restriction_overlap(config, security: TritonSecurityConfig) -> None:
+    """Refuse a TritonConfig that restricts, with its own header, an API group ``security`` restricts.
+
+    Triton refuses to start on a group restricted twice; this says why before it is started.
+
+    Args:
+        config: the server's TritonConfig (its ``http_restricted_api`` and
+            ``grpc_restricted_protocol``, ``<groups>:<header>=<value>``).
+    """
+    for field in ("http_restricted_api", "grpc_restricted_protocol"):
+        value = getattr(config, field)
+        if not value:
+            continue
+        groups = {group.strip() for group in value.split(":", 1)[0].split(",")}
+        both = sorted(groups & set(security.restricted_endpoints))
+        if both:
+            raise PyTritonValidationError(
+                f"TritonConfig.{field} restricts {', '.join(both)}, which TritonSecurityConfig restricts"
+                " already; restrict them in one place (TritonSecurityConfig(restricted_endpoints=[...]))"
+            )
