@@ -263,10 +263,10 @@ def peak_memory(port: int, processes: Callable[[], List[psutil.Process]], x: np.
 PERF_ANALYZER_DIR = pathlib.Path(__file__).resolve().parent.parent / ".venv" / "perf_analyzer"
 
 
-def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: int = 2000, trials: int = 6) -> Dict:
+def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: int = 2000, trials: int = 10) -> Dict:
     """Triton's own load generator against ``Double``: ``concurrency`` requests of [1, 8] FP32 kept
     in flight over ``protocol`` ("http" or "grpc") until three windows of ``interval_ms`` agree
-    within 20% (at most ``trials`` windows). Returns req/s and latency percentiles in ms."""
+    within 50% (at most ``trials`` windows). Returns req/s and latency percentiles in ms."""
     binary = PERF_ANALYZER_DIR / "perf_analyzer"
     if not binary.exists():
         raise FileNotFoundError(f"{binary} is missing: `make bench` installs it")
@@ -275,9 +275,9 @@ def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: in
     with tempfile.TemporaryDirectory(prefix="perf-analyzer-") as tmp:
         csv_path = os.path.join(tmp, "result.csv")
         argv = [
-            str(binary), "-m", "Double", "-u", f"127.0.0.1:{port}", "-i", protocol, "--shape", "x:8",
+            str(binary), "-m", "Double", "-x", "1", "-u", f"127.0.0.1:{port}", "-i", protocol, "--shape", "x:8",
             f"--concurrency-range={concurrency}", f"--measurement-interval={interval_ms}",
-            f"--max-trials={trials}", "--stability-percentage=20", "-f", csv_path,
+            f"--max-trials={trials}", "--stability-percentage=50", "-f", csv_path,
         ]
         completed = subprocess.run(argv, env=env, capture_output=True, text=True,
                                    timeout=30 + trials * interval_ms / 1000 * 3)

@@ -35,6 +35,7 @@ def main() -> None:
     model_config = importlib.import_module(f"{args.package}.model_config")
     decorators = importlib.import_module(f"{args.package}.decorators")
     Triton, TritonConfig = triton_module.Triton, triton_module.TritonConfig
+    TritonSecurityConfig = triton_module.TritonSecurityConfig
     ModelConfig, Tensor, DynamicBatcher = model_config.ModelConfig, model_config.Tensor, model_config.DynamicBatcher
 
     @decorators.batch
@@ -54,7 +55,10 @@ def main() -> None:
         metrics_port=args.metrics_port,
     )
     print(f"BENCH_START {time.time():.6f}", flush=True)
-    triton = Triton(config=config)
+    # perf_analyzer reads the model's statistics and cannot send the access token: the same API
+    # groups as by default, statistics aside, are restricted in both packages.
+    security = TritonSecurityConfig(restricted_endpoints=["shared-memory", "model-repository", "trace", "logging"])
+    triton = Triton(config=config, security_config=security)
     try:
         triton.bind(
             model_name="Double",

@@ -120,6 +120,7 @@ DTYPES: Dict[int, np.dtype] = {
     12: np.dtype(np.float64),
 }
 _CODES = {dtype: code for code, dtype in DTYPES.items()}
+_LITTLE_CODES = {dtype.newbyteorder("<") if dtype.itemsize > 1 else dtype: code for dtype, code in _CODES.items()}
 # What arrives is little-endian; arrays of the other byte order are converted when sent.
 _CODES.update({dtype.newbyteorder(">"): code for dtype, code in list(_CODES.items()) if dtype.itemsize > 1})
 
@@ -223,21 +224,25 @@ def triton_dtype(array: np.ndarray) -> int:
 
 def _as_buffer(array) -> Tuple[int, Tuple[int, ...], memoryview]:
     """(dtype number, shape, the bytes as a flat uint8 view) of an array, as it goes on the wire."""
-    array = np.asarray(array)
-    code = triton_dtype(array)
-    if code == BYTES:
-        return code, array.shape, memoryview(serialize_bytes(array))
-    if array.dtype.byteorder == ">":
+    if type(array) is not np.ndarray:
+        array = np.asarray(array)
+    code = _LITTLE_CODES.get(array.dtype)
+    if code is None:
+        code = triton_dtype(array)
+        if code == BYTES:
+            return code, array.shape, memoryview(serialize_bytes(array))
         array = array.astype(array.dtype.newbyteorder("<"))
+    elif not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
     # A flat uint8 view also covers 0-d and empty arrays, which memoryview.cast refuses.
-    return code, array.shape, memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+    return code, array.shape, memoryview(array.reshape(-1).view(np.uint8))
 
 
 def _tensor_record(code: int, shape, name: bytes, where: int, offset: int, nbytes: int) -> bytes:
     ndim = len(shape)
     if ndim > MAX_DIMS:
         raise TypeError(f"an array of {ndim} dimensions (at most {MAX_DIMS})")
-    return TENSOR.pack(code, ndim, len(name), where, offset, nbytes) + _DIMS[ndim].pack(*shape) + name
+    return b"".join((TENSOR.pack(code, ndim, len(name), where, offset, nbytes), _DIMS[ndim].pack(*shape), name))
 
 
 def _read_tensor(body, pos: int, data_offset: int, arena) -> Tuple[str, np.ndarray, int]:
@@ -364,53 +369,83 @@ def _encode_parameter(value) -> Tuple[int, bytes]:
     return PARAM_STRING, str(value).encode("utf-8")
 
 
-def _layout(records: List[bytes], inline: List[memoryview], header: bytes) -> List[Any]:
-    """The parts of a message: header (with text), records and the inline data, padded."""
-    head = bytearray(header)
-    head += bytes(_align(len(head), 8) - len(head))
-    for record in records:
-        head += record
-    head += bytes(_align(len(head), ALIGN) - len(head))
-    parts: List[Any] = [head]
-    for buffer in inline:
-        parts.append(buffer)
-        padding = _align(buffer.nbytes, ALIGN) - buffer.nbytes
-        if padding:
-            parts.append(bytes(padding))
-    return parts
+class _Message:
+    """The parts of a message being encoded: records, and the inline data after them.
 
-
-def _place(tensors, arena, threshold: int, inline: List[memoryview]) -> Tuple[List[bytes], bool]:
-    """Tensor records for ``tensors`` (name -> array), the large ones copied into ``arena``.
-
-    Returns the records and whether the arena was replaced (its descriptor must go along).
+    Every tensor of the message is converted first (:meth:`tensors`), so that the large ones can
+    be placed in the arena together: it is reserved once per message, and replacing it between
+    two tensors would lose the first one.
     """
-    converted = [(name.encode("utf-8"), *_as_buffer(array)) for name, array in tensors]
-    big = [item for item in converted if arena is not None and item[3].nbytes and item[3].nbytes >= threshold]
-    if big:
-        arena.reserve(sum(_align(item[3].nbytes, ALIGN) for item in big))
-    # a replaced arena's descriptor goes with the next message, even one after a failed encoding
-    replaced = arena is not None and arena.pending_fd is not None
-    records = []
-    offset = 0
-    data_len = sum(_align(buffer.nbytes, ALIGN) for buffer in inline)
-    for name, code, shape, buffer in converted:
-        nbytes = buffer.nbytes
-        if arena is not None and nbytes and nbytes >= threshold:
-            arena.write(offset, buffer)
-            records.append(_tensor_record(code, shape, name, IN_ARENA, offset, nbytes))
-            offset += _align(nbytes, ALIGN)
-        else:
-            records.append(_tensor_record(code, shape, name, INLINE, data_len, nbytes))
-            inline.append(buffer)
-            data_len += _align(nbytes, ALIGN)
-    return records, replaced
+
+    __slots__ = ("arena", "threshold", "items", "big", "data", "data_len")
+
+    def __init__(self, arena, threshold: int):
+        self.arena = arena
+        self.threshold = threshold if arena is not None else 1 << 62
+        self.items: List[Any] = []  # per item: (head bytes, [(name, code, shape, buffer), ...]) or bytes
+        self.big = 0  # arena bytes the large tensors need
+        self.data: List[Any] = []
+        self.data_len = 0
+
+    def item(self, head: bytes, tensors) -> None:
+        converted = []
+        threshold = self.threshold
+        for name, array in tensors:
+            code, shape, buffer = _as_buffer(array)
+            nbytes = buffer.nbytes
+            if nbytes >= threshold and nbytes:
+                self.big += (nbytes + ALIGN - 1) & ~(ALIGN - 1)
+            converted.append((_name_bytes(name), code, shape, buffer, nbytes))
+        self.items.append((head, converted))
+
+    def records(self) -> Tuple[List[bytes], bool]:
+        """The records (the tensors' bytes placed); whether the arena's descriptor must go along."""
+        arena, threshold = self.arena, self.threshold
+        if self.big:
+            arena.reserve(self.big)
+        arena_offset = 0
+        data, data_len = self.data, self.data_len
+        records = []
+        for head, converted in self.items:
+            parts = [head]
+            for name, code, shape, buffer, nbytes in converted:
+                if nbytes >= threshold and nbytes:
+                    arena.write(arena_offset, buffer)
+                    parts.append(_tensor_record(code, shape, name, IN_ARENA, arena_offset, nbytes))
+                    arena_offset += (nbytes + ALIGN - 1) & ~(ALIGN - 1)
+                else:
+                    parts.append(_tensor_record(code, shape, name, INLINE, data_len, nbytes))
+                    data.append(buffer)
+                    padding = -nbytes & (ALIGN - 1)
+                    if padding:
+                        data.append(_PADDING[padding])
+                    data_len += nbytes + padding
+            records.append(b"".join(parts) if len(parts) > 1 else head)
+        self.data_len = data_len
+        # a replaced arena's descriptor goes with the next message, even one after a failed encoding
+        return records, arena is not None and arena.pending_fd is not None
+
+    def parts(self, kind: int, flags: int, batch_id: int, value: int, slot: int, records: List[bytes]) -> List[Any]:
+        head = bytearray(HEADER.size)  # text-less: records start right after the header (a multiple of 8)
+        for record in records:
+            head += record
+        records_end = len(head)
+        head += _PADDING[-records_end & (ALIGN - 1)]
+        HEADER.pack_into(head, 0, PROTOCOL_VERSION, kind, flags, len(records), batch_id, value, slot, 0, len(head), 0)
+        return [head, *self.data]
 
 
-def _header_with_data_offset(kind, flags, count, batch_id, value, slot, records, text: bytes = b"") -> bytes:
-    records_end = _align(HEADER.size + len(text), 8) + sum(map(len, records))
-    data_offset = _align(records_end, ALIGN)
-    return HEADER.pack(PROTOCOL_VERSION, kind, flags, count, batch_id, value, slot, len(text), data_offset, 0) + text
+_PADDING = [bytes(n) for n in range(ALIGN)]
+_NAMES: Dict[str, bytes] = {}
+
+
+def _name_bytes(name: str) -> bytes:
+    raw = _NAMES.get(name)
+    if raw is None:
+        raw = name.encode("utf-8")
+        if len(_NAMES) < 4096:
+            _NAMES[name] = raw
+    return raw
 
 
 def encode_batch(batch_id: int, slot: int, requests: Sequence[Request], *, arena=None, threshold: int = 1 << 62,
@@ -419,9 +454,7 @@ def encode_batch(batch_id: int, slot: int, requests: Sequence[Request], *, arena
 
     Returns the parts and whether ``arena`` (shm.Arena) was replaced (its descriptor goes along).
     """
-    records: List[bytes] = []
-    inline: List[memoryview] = []
-    replaced = False
+    message = _Message(arena, threshold)
     for index, request in enumerate(requests):
         params = request.parameters or {}
         outputs = request.requested_output_names or ()
@@ -433,21 +466,18 @@ def encode_batch(batch_id: int, slot: int, requests: Sequence[Request], *, arena
             id_kind, ident = ID_UINT, int(request.sequence_id)
         flags = request_flags[index] if index < len(request_flags) else (
             int(request.sequence_start) | 2 * int(request.sequence_end))
-        record = bytearray(REQUEST.pack(len(request.data), len(params), len(outputs), id_kind, 0, flags, ident))
-        record += id_text
+        head = bytearray(REQUEST.pack(len(request.data), len(params), len(outputs), id_kind, 0, flags, ident))
+        head += id_text
         for key, value in params.items():
             kind, raw = _encode_parameter(value)
             key_raw = key.encode("utf-8")
-            record += PARAM.pack(kind, 0, len(key_raw), len(raw)) + key_raw + raw
+            head += PARAM.pack(kind, 0, len(key_raw), len(raw)) + key_raw + raw
         for name in outputs:
             raw = name.encode("utf-8")
-            record += U16.pack(len(raw)) + raw
-        tensor_records, new = _place(request.data.items(), arena, threshold, inline)
-        replaced |= new
-        records.append(bytes(record) + b"".join(tensor_records))
-    flags = _NEW_ARENA if replaced else 0
-    header = _header_with_data_offset(Kind.BATCH, flags, len(requests), batch_id, 0, slot, records)
-    return _layout(records, inline, header), replaced
+            head += U16.pack(len(raw)) + raw
+        message.item(bytes(head), request.data.items())
+    records, replaced = message.records()
+    return message.parts(Kind.BATCH, _NEW_ARENA if replaced else 0, batch_id, 0, slot, records), replaced
 
 
 # -- RESULT --------------------------------------------------------------------------------------
@@ -460,20 +490,17 @@ def encode_result(batch_id: int, slot: int, responses: Sequence[Union[str, Dict[
     Outputs of ``threshold`` bytes or more go to ``arena`` (shm.Arena) when given. Returns the
     parts and whether the arena was replaced (its descriptor must go with the message).
     """
-    records: List[bytes] = []
-    inline: List[memoryview] = []
-    replaced = False
+    message = _Message(arena, threshold)
+    pack = RESPONSE.pack
     for response in responses:
         if isinstance(response, str):
             raw = response.encode("utf-8", "replace")
-            records.append(RESPONSE.pack(0, 1, len(raw)) + raw)
-            continue
-        tensor_records, new = _place(response.items(), arena, threshold, inline)
-        replaced |= new
-        records.append(RESPONSE.pack(len(tensor_records), 0, 0) + b"".join(tensor_records))
+            message.item(pack(0, 1, len(raw)) + raw, ())
+        else:
+            message.item(pack(len(response), 0, 0), response.items())
+    records, replaced = message.records()
     flags = (_FINAL if final else 0) | (_NEW_ARENA if replaced else 0)
-    header = _header_with_data_offset(Kind.RESULT, flags, len(responses), batch_id, callable_ns, slot, records)
-    return _layout(records, inline, header), replaced
+    return message.parts(Kind.RESULT, flags, batch_id, callable_ns, slot, records), replaced
 
 
 def failed_result(batch_id: int, slot: int, error: str, callable_ns: int = 0) -> bytes:

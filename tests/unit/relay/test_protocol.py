@@ -284,3 +284,11 @@ def test_fuzz_mutated_valid_messages(data):
     for request in batch.requests:
         for array in request.data.values():
             assert isinstance(array, np.ndarray)
+
+
+def test_several_responses_with_large_outputs_share_the_arena_without_overlap(arena):
+    responses = [{"y": np.full(40_000, index, np.float32)} for index in range(3)]
+    parts, replaced = encode_result(1, 0, responses, arena=arena, threshold=1000)
+    result = decode_result(joined(parts), map_received(_dup(arena.pending_fd)))
+    for index, response in enumerate(result.responses):
+        np.testing.assert_array_equal(response["y"], np.full(40_000, index, np.float32))
