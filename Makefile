@@ -31,18 +31,25 @@ clean:
 # The relay's backend built with AddressSanitizer and UndefinedBehaviorSanitizer, and the
 # functional and integration tests run on it (tritonserver is not instrumented: the sanitizer
 # runtime is preloaded into every process of the run). The plain build is restored afterwards.
+# Deselected: with the runtime preloaded, a tritonserver that fails before serving hangs in
+# exit() (a bundled library's destructor, libp11-kit, waits for glibc's locale lock), so the test
+# of a failing start would see a timeout instead of the exit it checks; no model is loaded there.
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
+RELAY_LIBRARY := ../pytriton_like/relay/libtriton_pytriton_like.so
 sanitize: $(STAMP)
-	PYTRITON_LIKE_CFLAGS="$(SANITIZE_FLAGS)" $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(MAKE) -B -C native OUT=$(RELAY_LIBRARY) EXTRA_CFLAGS="$(SANITIZE_FLAGS)"
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		$(BIN)/python -m pytest tests/functional tests/integration -p no:cacheprovider -q; \
-		status=$$?; $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . && exit $$status
+		$(BIN)/python -m pytest tests/functional tests/integration -p no:cacheprovider -q \
+		--deselect tests/functional/test_lifecycle.py::test_a_server_that_exits_while_starting_says_why; \
+		status=$$?; $(MAKE) -B -C native OUT=$(RELAY_LIBRARY) && exit $$status
 
 # libFuzzer on the backend's decoder of the worker's answers, FUZZ_SECONDS long (default 120).
-fuzz:
+FUZZ_CORPUS ?= /tmp/pytriton_like-fuzz-corpus
+fuzz: $(STAMP)
 	command -v clang >/dev/null || apt-get install -y clang || (apt-get update && apt-get install -y clang)
-	$(MAKE) -C native fuzz
+	$(BIN)/python native/fuzz_seeds.py $(FUZZ_CORPUS)
+	$(MAKE) -C native fuzz FUZZ_CORPUS=$(FUZZ_CORPUS)
 
 # Benchmark against NVIDIA PyTriton and the two floors (docs/performance.md); wrk, perf_analyzer, matplotlib.
 .PHONY: bench bench-quick

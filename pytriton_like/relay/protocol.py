@@ -94,6 +94,7 @@ U16 = struct.Struct("<H")
 _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
 _DIMS = [struct.Struct(f"<{n}q") for n in range(33)]
+_TENSORS = [struct.Struct(f"<BBHIQQ{n}q") for n in range(33)]  # a tensor record with its dimensions
 MAX_DIMS = 32
 ALIGN = 64
 INLINE, IN_ARENA = 0, 1
@@ -247,12 +248,14 @@ def _tensor_record(code: int, shape, name: bytes, where: int, offset: int, nbyte
 
 def _read_tensor(body, pos: int, data_offset: int, arena) -> Tuple[str, np.ndarray, int]:
     """(name, array, position after the record) of the tensor record at ``pos``."""
-    code, ndim, name_len, where, offset, nbytes = TENSOR.unpack_from(body, pos)
-    pos += TENSOR.size
+    ndim = body[pos + 1]
     if ndim > MAX_DIMS:
         raise ProtocolError(f"a tensor of {ndim} dimensions")
-    shape = _DIMS[ndim].unpack_from(body, pos)
-    pos += 8 * ndim
+    record = _TENSORS[ndim]
+    fields = record.unpack_from(body, pos)
+    code, _, name_len, where, offset, nbytes = fields[:6]
+    shape = fields[6:]
+    pos += record.size
     end = pos + name_len
     if not name_len or end > len(body):
         raise ProtocolError("a tensor name runs past the message or is empty")
@@ -267,19 +270,18 @@ def _read_tensor(body, pos: int, data_offset: int, arena) -> Tuple[str, np.ndarr
         raise ProtocolError(f"a tensor at unknown location {where}")
     if start + nbytes > len(buffer):
         raise ProtocolError(f"a tensor of {nbytes} bytes at {start} runs past its buffer of {len(buffer)}")
-    if min(shape, default=0) < 0:
+    if ndim and min(shape) < 0:
         raise ProtocolError(f"negative dimension in shape {shape}")
     count = math.prod(shape)  # exact: no int64 overflow for forged shapes
-    if code == BYTES:
-        array = deserialize_bytes(memoryview(buffer)[start : start + nbytes], count).reshape(shape)
-    else:
-        dtype = DTYPES.get(code)
-        if dtype is None:
-            raise ProtocolError(f"unknown data type {code}")
+    dtype = DTYPES.get(code)
+    if dtype is not None:
         if count * dtype.itemsize != nbytes:
             raise ProtocolError(f"{nbytes} bytes do not hold {shape} of {dtype}")
-        array = np.frombuffer(buffer, dtype, count, start).reshape(shape)
-    return name, array, end
+        array = np.frombuffer(buffer, dtype, count, start)
+        return name, (array if ndim == 1 else array.reshape(shape)), end
+    if code == BYTES:
+        return name, deserialize_bytes(memoryview(buffer)[start : start + nbytes], count).reshape(shape), end
+    raise ProtocolError(f"unknown data type {code}")
 
 
 _DECODE_ERRORS = (struct.error, UnicodeDecodeError, ValueError, IndexError, OverflowError, TypeError)
