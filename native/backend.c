@@ -931,8 +931,6 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
     if (slot != NULL) release_slot(inst, slot);
     return NULL;
   }
-  if (inst->spin_ns && !settings->decoupled && !inst->has_reader && inst->typical_wait_ns <= inst->spin_ns)
-    transport_nudge(inst->fd); /* the worker wakes while we encode; a failure shows at the send */
   slot->exec_start_ns = exec_start;
   slot->compute_start_ns = 0;
   slot->batch_size = 0;

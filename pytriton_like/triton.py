@@ -329,6 +329,7 @@ class Triton:
             self._on_unrecoverable,
             self._config.shm_limit_bytes,
             self._config.relay_spin(),
+            self._config.relay_batches_in_flight(),
             loopback=self._loopback,
         )
 

@@ -22,10 +22,6 @@ logger = logging.getLogger(__name__)
 
 # How long a starting backend instance waits for its worker to answer HELLO.
 _HANDSHAKE_TIMEOUT_S = 60
-# Batches in flight per model instance (non-decoupled models): Triton forms and the backend
-# sends the next batch while the callable runs (docs/performance.md). PYTRITON_LIKE_RELAY_IN_FLIGHT
-# overrides it, for measuring.
-DEFAULT_IN_FLIGHT = 2
 
 
 class Model:
@@ -53,6 +49,7 @@ class Model:
         on_unrecoverable: Callable,
         shm_limit: Optional[int] = None,
         spin_us: int = 0,
+        in_flight: int = 1,
         loopback: Optional["LoopbackClients"] = None,
     ) -> None:
         """Start the workers (their sockets bound) and write the version's folder in the repository.
@@ -61,9 +58,10 @@ class Model:
 
         Args:
             shm_limit: the largest shared-memory arena of the relay, per instance and direction.
-            spin_us: how long either end of the relay polls for a message it expects before it
-                sleeps (TritonConfig.relay_spin_us); only used while the model's instances leave
-                CPUs idle (:func:`usable_spin_us`).
+            spin_us: how long the relay's backend polls for the worker's answer before it sleeps
+                (TritonConfig.relay_spin_us); only used while the model's instances leave CPUs idle
+                (:func:`usable_spin_us`).
+            in_flight: batches in flight per instance (TritonConfig.relay_in_flight).
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
         """
         spin_us = usable_spin_us(spin_us, len(self._infer_funcs))
@@ -90,7 +88,7 @@ class Model:
             "batching": self.config.batching and self.config.max_batch_size > 0,
             "shm_limit": shm_limit or 0,
             "spin_us": spin_us,
-            "in_flight": int(os.environ.get("PYTRITON_LIKE_RELAY_IN_FLIGHT", DEFAULT_IN_FLIGHT)),
+            "in_flight": in_flight,
             "outputs": len(self.config.outputs),
             "handshake_timeout_ms": _HANDSHAKE_TIMEOUT_S * 1000,
         }

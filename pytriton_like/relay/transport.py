@@ -51,6 +51,15 @@ class FramingError(ValueError):
     """Bytes that are not a framed message; the connection cannot be trusted any more."""
 
 
+def _collect(ancillary, fds: List[int]) -> None:
+    """The descriptors of a recvmsg's ancillary data, into ``fds``."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            received = array.array("i")
+            received.frombytes(data[: len(data) - len(data) % received.itemsize])
+            fds.extend(received)
+
+
 def _path(address: str) -> str:
     if not address.startswith(UNIX_SCHEME):
         raise ValueError(f"a relay address is {UNIX_SCHEME}PATH, got {address!r}")
@@ -75,6 +84,9 @@ class Channel:
         buffers: List[Any] = [_LENGTH.pack(length), *views]
         if length <= _JOIN_BYTES:
             buffers = [b"".join(buffers)]
+            if fd is None:
+                self.socket.sendall(buffers[0], socket.MSG_NOSIGNAL)
+                return
         ancillary = [] if fd is None else [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
         sock = self.socket
         while buffers:
@@ -101,35 +113,46 @@ class Channel:
         """
         fds: List[int] = []
         prefix = bytearray(_LENGTH.size)
-        self._recv_into(memoryview(prefix), fds, at_start=True)
+        # A descriptor comes with a message's first bytes: only the length is read with recvmsg.
+        count, ancillary, _, _ = self.socket.recvmsg_into([prefix], _FD_SPACE)
+        if ancillary:
+            _collect(ancillary, fds)
+        if count < _LENGTH.size:
+            if count == 0:
+                self._one(fds)
+                raise ChannelClosed("the connection closed")
+            self._recv_into(memoryview(prefix)[count:], fds)
         (length,) = _LENGTH.unpack(prefix)
         if length == 0:
-            return _EMPTY, self._one(fds)
+            return _EMPTY, self._one(fds) if fds else None
         if length > MAX_MESSAGE_BYTES:
             self._one(fds)
             raise FramingError(f"a message of {length} bytes")
         body = bytearray(length)
-        self._recv_into(memoryview(body), fds)
-        return memoryview(body), self._one(fds)
+        view = memoryview(body)
+        got = self.socket.recv_into(view)
+        if got < length:
+            if got == 0:
+                self._one(fds)
+                raise ChannelClosed("the connection closed inside a message")
+            self._recv_into(view[got:], fds)
+        return view, self._one(fds) if fds else None
 
     def readable(self, timeout_ms: int) -> bool:
         """Whether a message starts within ``timeout_ms`` (-1: no limit)."""
         return bool(self._poll.poll(timeout_ms))
 
-    def _recv_into(self, view: memoryview, fds: List[int], at_start: bool = False) -> None:
+    def _recv_into(self, view: memoryview, fds: List[int]) -> None:
         got = 0
         size = view.nbytes
         sock = self.socket
         while got < size:
             count, ancillary, _, _ = sock.recvmsg_into([view[got:]], _FD_SPACE)
-            for level, kind, data in ancillary:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    received = array.array("i")
-                    received.frombytes(data[: len(data) - len(data) % received.itemsize])
-                    fds.extend(received)
+            if ancillary:
+                _collect(ancillary, fds)
             if count == 0:
                 self._one(fds)
-                raise ChannelClosed("the connection closed" + ("" if at_start and got == 0 else " inside a message"))
+                raise ChannelClosed("the connection closed inside a message")
             got += count
 
     @staticmethod

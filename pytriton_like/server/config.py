@@ -15,9 +15,13 @@ ENV_PREFIX = "PYTRITON_TRITON_CONFIG_"
 DEFAULT_HTTP_PORT = 8000
 DEFAULT_GRPC_PORT = 8001
 DEFAULT_METRICS_PORT = 8002
-# How long either end of a model's relay polls for the message it expects before it sleeps
-# (TritonConfig.relay_spin_us, docs/performance.md).
-DEFAULT_RELAY_SPIN_US = 500
+# How long the relay polls for the answer it expects before it sleeps (TritonConfig.relay_spin_us):
+# off by default, since on a machine whose CPUs are busy polling costs more than it saves
+# (docs/performance.md).
+DEFAULT_RELAY_SPIN_US = 0
+# Batches in flight per model instance (TritonConfig.relay_in_flight, docs/performance.md).
+DEFAULT_RELAY_IN_FLIGHT = 1
+MAX_RELAY_IN_FLIGHT = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,13 +57,15 @@ class TritonConfig:
         shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
             uses per model instance and direction; a request or response needing more fails with
             an error naming the size (default: no limit but what /dev/shm holds).
-        relay_spin_us: pytriton_like's own setting: how long, in microseconds, either end of the
-            relay polls for a message it expects before it sleeps: a model's stub for its
-            worker's answer, and the worker for a batch its stub announced (default 500; 0: both
-            sleep at once). It saves the wake-ups of a sleeping process; a model whose answers
-            take longer stops spinning by itself, and a model with more instances than half the
-            CPUs never spins (they would take each other's CPUs). The polling end uses its CPU
-            meanwhile.
+        relay_spin_us: pytriton_like's own setting: with one batch in flight per instance, how
+            long, in microseconds, the relay's backend polls for the worker's answer before it
+            sleeps (default 0: it sleeps at once). It saves the wake-up of a sleeping thread when
+            CPUs are idle, and costs CPU when they are not; a model whose answers take longer stops
+            spinning by itself, and a model with more instances than half the CPUs never spins.
+        relay_in_flight: pytriton_like's own setting: how many batches the relay keeps in flight
+            per model instance of a non-decoupled model (default 1, at most 16). With 2 or more the
+            backend sends the next batch while the callable runs (it still runs one batch at a
+            time), and a thread per instance answers (docs/performance.md measures both).
         model_control_mode: how the models of ``model_repository`` are loaded: ``"none"`` (the
             default: all at start), ``"explicit"`` (those in ``load_model`` at start, the others on
             request) or ``"poll"`` (all at start, then the folder is watched). pytriton_like runs
@@ -111,6 +117,7 @@ class TritonConfig:
     buffer_manager_thread_count: Optional[int] = None
     shm_limit_bytes: Optional[int] = None
     relay_spin_us: Optional[int] = None
+    relay_in_flight: Optional[int] = None
     model_control_mode: Optional[str] = None
     repository_poll_secs: Optional[float] = None
     load_model: Optional[List[str]] = None
@@ -124,11 +131,19 @@ class TritonConfig:
                 raise PyTritonValidationError(f"TritonConfig: {field} must be within 1..65535, got {port}")
         if self.relay_spin_us is not None and self.relay_spin_us < 0:
             raise PyTritonValidationError(f"TritonConfig: relay_spin_us must be 0 or more, got {self.relay_spin_us}")
+        if self.relay_in_flight is not None and not 1 <= self.relay_in_flight <= MAX_RELAY_IN_FLIGHT:
+            raise PyTritonValidationError(
+                f"TritonConfig: relay_in_flight must be within 1..{MAX_RELAY_IN_FLIGHT}, got {self.relay_in_flight}"
+            )
         _check_control_mode(self)
 
     def relay_spin(self) -> int:
         """``relay_spin_us``, or its default when unset."""
         return DEFAULT_RELAY_SPIN_US if self.relay_spin_us is None else self.relay_spin_us
+
+    def relay_batches_in_flight(self) -> int:
+        """``relay_in_flight``, or its default when unset."""
+        return DEFAULT_RELAY_IN_FLIGHT if self.relay_in_flight is None else self.relay_in_flight
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
@@ -229,6 +244,7 @@ _NOT_FLAGS = {
     "cache_directory",
     "shm_limit_bytes",
     "relay_spin_us",
+    "relay_in_flight",
     # pytriton_like runs the control modes over the user's repository; the server stays explicit.
     "model_control_mode",
     "repository_poll_secs",

@@ -121,13 +121,13 @@ def test_bind_after_run_and_default_tensor_names(server):
 
 
 def slow_double(requests):
-    time.sleep(0.005)  # ten times the default relay spin
+    time.sleep(0.005)  # ten times the relay spin below
     return double(requests)
 
 
-@pytest.mark.parametrize("spin_us", [0, None])
-def test_answers_are_the_same_whether_the_stub_spins_or_not(spin_us):
-    config = free_config(relay_spin_us=spin_us)
+@pytest.mark.parametrize("spin_us, in_flight", [(None, None), (500, 1), (0, 2), (0, 4)])
+def test_answers_are_the_same_whatever_the_relay_spin_and_batches_in_flight(spin_us, in_flight):
+    config = free_config(relay_spin_us=spin_us, relay_in_flight=in_flight)
     with checked_for_leaks(), Triton(config=config) as triton:
         triton.bind(model_name="Double", infer_func=double, inputs=FLOAT_IN, outputs=FLOAT_OUT,
                     config=ModelConfig(max_batch_size=16))

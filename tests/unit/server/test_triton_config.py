@@ -205,8 +205,17 @@ def test_port_bounds_accepted(port):
     assert TritonConfig(http_port=port, grpc_port=port, metrics_port=port).http_port == port
 
 
-def test_relay_spin_defaults_to_500_us_and_takes_zero_and_the_environment():
-    assert TritonConfig().relay_spin() == 500
+def test_relay_in_flight_defaults_to_one_and_is_bounded():
+    assert TritonConfig().relay_batches_in_flight() == 1
+    assert TritonConfig(relay_in_flight=2).relay_batches_in_flight() == 2
+    assert TritonConfig.from_env(env(relay_in_flight="3")).relay_batches_in_flight() == 3
+    for bad in (0, 17):
+        with pytest.raises(PyTritonValidationError, match=r"relay_in_flight must be within 1..16"):
+            TritonConfig(relay_in_flight=bad)
+
+
+def test_relay_spin_defaults_to_off_and_takes_a_value_and_the_environment():
+    assert TritonConfig().relay_spin() == 0
     assert TritonConfig(relay_spin_us=0).relay_spin() == 0
     assert TritonConfig.from_env(env(relay_spin_us="120")).relay_spin() == 120
     with pytest.raises(PyTritonValidationError, match=r"relay_spin_us must be 0 or more, got -1"):
@@ -345,7 +354,7 @@ def test_argv_every_flag_is_a_tritonserver_option():
     # Not tritonserver flags: served repositories, where the log goes, the relay's own limit and
     # spin, and the control mode pytriton_like runs over the user's repository (the server stays explicit).
     assert unset == [
-        "model_repository", "log_file", "shm_limit_bytes", "relay_spin_us", "model_control_mode",
+        "model_repository", "log_file", "shm_limit_bytes", "relay_spin_us", "relay_in_flight", "model_control_mode",
         "repository_poll_secs", "load_model",
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
