@@ -3,9 +3,9 @@
 
 Serves `Double` (y = 2x, @batch, max_batch_size 64) from pytriton_like, sends 300 warm-up and then
 3,000 sequential HTTP (or gRPC) requests of a [1, 8] FP32 input, and prints per request: the
-client's median latency, Triton's time per phase (queue, compute_input, compute_infer = the stub's
-execute, compute_output) and the relay's own split of compute_infer (time in the callable, time in
-the relay). TritonConfig fields come from the environment as usual, e.g.
+client's median latency, Triton's time per phase (queue, compute_input, compute_infer = the
+relay's round trip to the worker, compute_output) and the relay's own split of the whole
+execution (time in the callable, time in the relay). TritonConfig fields come from the environment as usual, e.g.
 PYTRITON_TRITON_CONFIG_RELAY_SPIN_US=0 for a relay that never spins.
 
 Usage: .venv/bin/python bench/relay_breakdown.py [--grpc]

@@ -78,7 +78,6 @@ class Model:
                     handler=handler,
                     address=f"{UNIX_SCHEME}{path}",
                     shm_limit=shm_limit,
-                    spin_us=spin_us,
                 )
             )
         settings = {

@@ -6,9 +6,8 @@ One interface, :class:`Channel`, and one factory per end of the process boundary
 backend's end (the backend is C, ``native/transport.c``; tests use this one in its place).
 
 On the socket a message is ``<u64 length> <length bytes>`` (protocol.py says what the bytes
-are). A length of 0 is a *nudge*: "a batch follows shortly". The backend nudges its worker
-before it encodes a batch, so that the worker's thread — and its CPU, which a VM halts when
-idle — wakes while the backend is still encoding (docs/performance.md).
+are). A length of 0 is a *nudge* ("a message follows shortly"), which a receiver skips; the
+backend sends none since its encoding takes microseconds (docs/performance.md).
 """
 
 import array
@@ -17,7 +16,6 @@ import os
 import select
 import socket
 import struct
-import time
 from typing import Any, List, Optional, Sequence, Tuple
 
 __all__ = [
@@ -28,7 +26,6 @@ __all__ = [
     "Listener",
     "listen",
     "connect",
-    "spin_until_readable",
     "MAX_MESSAGE_BYTES",
 ]
 
@@ -206,13 +203,3 @@ def connect(address: str) -> Channel:
         sock.close()
         raise
     return Channel(sock)
-
-
-def spin_until_readable(poller: select.poll, spin_ns: int) -> bool:
-    """Poll ``poller`` without sleeping for up to ``spin_ns``; whether something became readable."""
-    poll, now = poller.poll, time.perf_counter_ns
-    deadline = now() + spin_ns
-    while not poll(0):
-        if now() > deadline:
-            return False
-    return True

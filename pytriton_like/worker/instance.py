@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 
 from ..relay.protocol import Flags, Kind, ProtocolError, decode_batch, failed_result, read_header
 from ..relay.shm import Arena, map_received
-from ..relay.transport import Channel, ChannelClosed, FramingError, listen, spin_until_readable
+from ..relay.transport import Channel, FramingError, listen
 from .calling import BatchCall
 from .handling import BatchHandler
 
@@ -35,8 +35,6 @@ class _Peer:
 
     def __init__(self, channel: Channel):
         self.channel = channel
-        self.alone = select.poll()  # this connection alone, to spin on after a nudge
-        self.alone.register(channel.socket, select.POLLIN)
         self.inputs: List[Optional[object]] = []  # per slot: the mapping of the backend's arena
         self.outputs: List[Arena] = []  # per slot: our arena
 
@@ -54,15 +52,12 @@ class InstanceWorker:
     """Serves one model instance: owns its Unix socket, its backend connections and a thread.
 
     Normally one backend instance connects; each connection is served in turn. A connection
-    that breaks the framing is logged and closed: a stream cannot resync. After a nudge the
-    thread polls that connection without sleeping, for up to ``spin_us``, until the batch
-    arrives; if it is later, the thread goes back to sleep in poll.
+    that breaks the framing is logged and closed: a stream cannot resync.
 
     Args:
         call: the bound callable in the internal shape ``Requests -> Responses``; closed with the worker.
         address: ``unix://PATH`` to bind.
         shm_limit: the largest arena it may use, in bytes (None: as large as a message needs).
-        spin_us: how long to wait for a nudged batch without sleeping.
     """
 
     def __init__(
@@ -72,10 +67,8 @@ class InstanceWorker:
         call: BatchCall,
         address: str,
         shm_limit: Optional[int] = None,
-        spin_us: int = 0,
     ):
         self._handler = handler
-        self._spin_ns = spin_us * 1000
         self._call = call
         self._shm_limit = shm_limit
         self._listener = listen(address)
@@ -134,10 +127,10 @@ class InstanceWorker:
         channel = peer.channel
         try:
             body, fd = channel.recv()
-            while not body:  # a nudge: the batch follows shortly
-                if not spin_until_readable(peer.alone, self._spin_ns):
-                    return  # it is late: wait for it in poll, with the other sockets
-                body, fd = channel.recv()
+            if not body:  # a nudge (the protocol allows them; this worker needs none)
+                if fd is not None:
+                    os.close(fd)
+                return
             self._busy = True
             try:
                 reply, arena = self._handle(peer, body, fd)

@@ -19,7 +19,6 @@ def start_worker(
     handler: BatchHandler,
     address: str,
     shm_limit: Optional[int] = None,
-    spin_us: int = 0,
 ) -> Worker:
     """A running worker for one instance, its socket bound at ``address``.
 
@@ -30,6 +29,4 @@ def start_worker(
     """
     if decoupled:
         return StreamWorker(handler=handler, stream=ResponseStream(infer_func), address=address)
-    return InstanceWorker(
-        handler=handler, call=BatchCall(infer_func), address=address, shm_limit=shm_limit, spin_us=spin_us
-    )
+    return InstanceWorker(handler=handler, call=BatchCall(infer_func), address=address, shm_limit=shm_limit)

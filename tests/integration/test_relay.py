@@ -94,7 +94,7 @@ def serve(sockets):
         if stream:
             worker = StreamWorker(handler=handler, stream=ResponseStream(call), address=address)
         else:
-            worker = InstanceWorker(handler=handler, call=BatchCall(call), address=address, spin_us=200)
+            worker = InstanceWorker(handler=handler, call=BatchCall(call), address=address)
         made.append(worker)
         backend = Backend(address)
         backends.append(backend)
