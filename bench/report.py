@@ -193,7 +193,8 @@ def plot(path: pathlib.Path, results: Dict[str, Dict], title: str, memory_mib: O
     summary = axes[-1]
     summary.axis("off")
     handles, names = axes[0].get_legend_handles_labels()
-    summary.legend(handles, names, loc="lower left", fontsize=10, frameon=False)
+    (axes[len(panels)] if len(panels) < len(axes) - 1 else summary).legend(
+        handles, names, loc="center", fontsize=11, frameon=False)
     lines = [f"{CANDIDATE}: (bars show ratios to the Python-backend floor)", ""]
     labels = {m.key: _label(m, memory_mib) for m in METRICS}
     for v in verdicts(results):

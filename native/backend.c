@@ -151,7 +151,10 @@ static TRITONSERVER_Error* add_outputs(struct instance_state* inst, struct wire_
   for (uint16_t i = 0; i < record->n_outputs; i++) {
     struct wire_tensor tensor;
     const char* problem = wire_next_tensor(cursor, &tensor);
-    if (problem != NULL) return error_new(TRITONSERVER_ERROR_INTERNAL, "malformed answer from the worker: %s", problem);
+    if (problem != NULL) { /* cannot happen after wire_check_result; never leak the earlier error */
+      if (error != NULL) TRITONSERVER_ErrorDelete(error);
+      return error_new(TRITONSERVER_ERROR_INTERNAL, "malformed answer from the worker: %s", problem);
+    }
     if (error != NULL) continue; /* walk past the rest */
     TRITONBACKEND_Output* output;
     error = TRITONBACKEND_ResponseOutput(response, &output, scratch(inst, tensor.name, tensor.name_len),
