@@ -581,24 +581,40 @@ static int stream_result(struct instance_state* inst, struct slot* slot, const s
   return 1;
 }
 
+/* Fails every batch in flight with message (an answer that says not which batch it is for). */
+static void fail_in_flight(struct instance_state* inst, const char* message) {
+  for (uint32_t i = 0; i < inst->n_slots; i++) {
+    pthread_mutex_lock(&inst->lock);
+    int sent = inst->slots[i].state == SLOT_SENT;
+    if (sent) inst->slots[i].state = SLOT_FILLING; /* ours to fail now */
+    pthread_mutex_unlock(&inst->lock);
+    if (sent) relay_failure(inst, &inst->slots[i], message);
+  }
+}
+
 /* Handles one message from the worker (in inst->rx); fd is a descriptor that came with it or -1. */
 static void dispatch(struct instance_state* inst, int fd) {
   struct wire_header header;
   const char* problem = wire_read_header(inst->rx.data, inst->rx.len, &header);
-  if (problem == NULL && (header.kind != WIRE_RESULT || header.slot >= inst->n_slots)) problem = "not a RESULT of a batch";
+  /* A header whose own lengths do not fit still names its batch when its fixed fields arrived. */
+  int named = inst->rx.len >= WIRE_HEADER_SIZE && header.version == WIRE_VERSION && header.kind == WIRE_RESULT &&
+              header.slot < inst->n_slots;
   struct slot* slot = NULL;
-  if (problem == NULL) {
+  if (named) {
     slot = &inst->slots[header.slot];
     pthread_mutex_lock(&inst->lock);
-    int expected = slot->state == SLOT_SENT && slot->batch_id == header.batch_id;
-    if (expected) slot->state = SLOT_FILLING; /* ours while we answer */
+    named = slot->state == SLOT_SENT && slot->batch_id == header.batch_id;
+    if (named) slot->state = SLOT_FILLING; /* ours while we answer */
     pthread_mutex_unlock(&inst->lock);
-    if (!expected) problem = "an answer to no batch in flight";
   }
-  if (problem != NULL) {
-    relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model %s: dropping a message from the worker: %s", inst->model->name,
-              problem);
+  if (!named) {
+    char message[512];
+    snprintf(message, sizeof(message), "malformed answer from the worker: %s",
+             problem != NULL ? problem : "an answer to no batch in flight");
+    relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model %s: %s", inst->model->name, message);
     if (fd >= 0) close(fd);
+    /* which batch it was meant for is unknown: none of those in flight can trust its answer */
+    fail_in_flight(inst, message);
     return;
   }
   if ((header.flags & WIRE_NEW_ARENA) && fd < 0) problem = "a new arena was announced but none came";

@@ -358,3 +358,37 @@ def test_the_backend_fails_the_batch_in_flight_at_once_when_its_worker_connectio
             assert "lost the worker of model 'Slow'" in str(outcome.get("error")), outcome
         finally:
             release.set()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "offset past the message", "wrong size for the shape"])
+def test_a_malformed_answer_fails_its_batch_and_the_server_goes_on(monkeypatch, damage):
+    # The backend inside tritonserver checks the whole answer before it responds: a damaged one
+    # fails that batch with an error and nothing else (native/wire.c; fuzzed by `make fuzz`).
+    from pytriton_like.relay import protocol
+    from pytriton_like.worker import handling
+
+    def damaging(batch_id, slot, responses, **options):
+        parts, replaced = protocol.encode_result(batch_id, slot, responses, **options)
+        first = responses[0]
+        if isinstance(first, dict) and float(np.asarray(first["y"]).reshape(-1)[0]) == -2.0:
+            body = bytearray(b"".join(bytes(memoryview(part)) for part in parts))
+            record = protocol.HEADER.size + protocol.RESPONSE.size  # the first tensor record
+            if damage == "truncated":
+                body = body[: record + 10]
+            elif damage == "offset past the message":
+                protocol.struct.pack_into("<Q", body, record + 8, 1 << 40)
+            else:
+                protocol.struct.pack_into("<Q", body, record + 16, 5)
+            parts = [body]
+        return parts, replaced
+
+    monkeypatch.setattr(handling, "encode_result", damaging)
+    config = free_config()
+    with Triton(config=config) as triton:
+        triton.bind(model_name="Double", infer_func=double, inputs=X, outputs=Y)
+        triton.run()
+        with ModelClient(f"http://127.0.0.1:{config.http_port}", "Double") as client:
+            with pytest.raises(PyTritonClientError, match="malformed answer from the worker"):
+                client.infer_sample(np.full(3, -1, np.float32))
+            np.testing.assert_array_equal(client.infer_sample(np.ones(3, np.float32))["y"], np.full(3, 2))
+        assert triton.is_alive()
