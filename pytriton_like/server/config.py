@@ -5,7 +5,7 @@ import os
 import pathlib
 import re
 import typing
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..exceptions import PyTritonValidationError
 
@@ -68,6 +68,16 @@ class TritonConfig:
         repository_poll_secs: in ``"poll"`` mode, seconds between two scans of the repository
             (default 15).
         load_model: in ``"explicit"`` mode, the repository models loaded at start.
+        extra_args: tritonserver options this class does not name, as a dict
+            (``{"model-load-thread-count": 4, "log-format": "ISO8601"}``; a list value repeats the
+            option, ``None`` passes it without a value) or a list of flags
+            (``["--model-load-thread-count=4"]``). Options pytriton_like controls (ports,
+            addresses, the model-control mode and repositories, backend and cache folders,
+            restricted APIs, the log it reads, endpoints it cannot guard) are refused with a
+            :class:`PyTritonValidationError` that says what to use instead; so are options a
+            field of this class sets (use the field). From the environment:
+            ``PYTRITON_TRITON_CONFIG_EXTRA_ARGS=--model-load-thread-count=4`` (one flag) or
+            ``..._EXTRA_ARGS_0``, ``..._EXTRA_ARGS_1``... (several).
     """
 
     id: Optional[str] = None
@@ -114,6 +124,7 @@ class TritonConfig:
     model_control_mode: Optional[str] = None
     repository_poll_secs: Optional[float] = None
     load_model: Optional[List[str]] = None
+    extra_args: Optional[Union[List[str], Dict[str, Any]]] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -125,6 +136,15 @@ class TritonConfig:
         if self.relay_spin_us is not None and self.relay_spin_us < 0:
             raise PyTritonValidationError(f"TritonConfig: relay_spin_us must be 0 or more, got {self.relay_spin_us}")
         _check_control_mode(self)
+        self.extra_flags()  # refuses what pytriton_like controls, now rather than at run()
+
+    def extra_flags(self) -> List[str]:
+        """``extra_args`` as tritonserver flags (``--name=value``), checked.
+
+        Raises:
+            PyTritonValidationError: a malformed option, or one pytriton_like controls.
+        """
+        return extra_flags(self.extra_args)
 
     def relay_spin(self) -> int:
         """``relay_spin_us``, or its default when unset."""
@@ -222,6 +242,97 @@ def _convert(variable: str, kind: Any, text: str) -> Any:
         raise PyTritonValidationError(f"{variable}={text!r}: expected {kind.__name__}") from None
 
 
+# tritonserver options that extra_args may not set, with why (what to use instead).
+_CONTROLLED = {
+    "model-repository": "pytriton_like passes its own repositories; use Triton(model_repository=...)",
+    "model-store": "pytriton_like passes its own repositories; use Triton(model_repository=...)",
+    "model-control-mode": "the server always runs in explicit mode; use TritonConfig.model_control_mode",
+    "load-model": "pytriton_like loads the models at start; use TritonConfig.load_model",
+    "repository-poll-secs": "pytriton_like polls the repository itself; use TritonConfig.repository_poll_secs",
+    "backend-directory": "pytriton_like runs the bundled backends from its workspace",
+    "cache-directory": "use TritonConfig.cache_directory",
+    "reuse-http-port": "pytriton_like checks that its ports are free and its own",
+    "reuse-grpc-port": "pytriton_like checks that its ports are free and its own",
+    "http-restricted-api": "use Triton(security_config=TritonSecurityConfig(...)) or TritonConfig.http_restricted_api",
+    "grpc-restricted-protocol": "use Triton(security_config=TritonSecurityConfig(...)) or TritonConfig.grpc_restricted_protocol",
+    "allow-sagemaker": "its endpoint would serve the model-repository API without the access token",
+    "allow-vertex-ai": "its endpoint would serve the model-repository API without the access token",
+    "log-file": "pytriton_like reads the server's log from its output; use TritonConfig.log_file",
+    "log-info": "pytriton_like reads the server's INFO lines to know when it has started",
+    "help": "it prints the usage and exits",
+}
+_CONTROLLED_PREFIXES = {
+    "sagemaker-": "SageMaker's endpoint would serve the model-repository API without the access token",
+    "vertex-ai-": "Vertex AI's endpoint would serve the model-repository API without the access token",
+}
+_OPTION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def extra_flags(extra_args: Optional[Union[List[str], Dict[str, Any]]]) -> List[str]:
+    """tritonserver flags of ``TritonConfig.extra_args`` (a pure function).
+
+    Raises:
+        PyTritonValidationError: not a dict or list, a malformed option, or one pytriton_like
+            controls or a ``TritonConfig`` field sets.
+    """
+    if extra_args is None:
+        return []
+    pairs: List[tuple] = []
+    if isinstance(extra_args, Mapping):
+        for key, value in extra_args.items():
+            if not isinstance(key, str):
+                raise PyTritonValidationError(f"TritonConfig.extra_args: option names must be strings, got {key!r}")
+            values = value if isinstance(value, (list, tuple)) else [value]
+            pairs += [(key, item) for item in values]
+    elif isinstance(extra_args, (list, tuple)):
+        for flag in extra_args:
+            if not isinstance(flag, str):
+                raise PyTritonValidationError(f"TritonConfig.extra_args: flags must be strings, got {flag!r}")
+            name, has_value, value = flag.partition("=")
+            pairs.append((name, value if has_value else None))
+    else:
+        raise PyTritonValidationError(
+            "TritonConfig.extra_args must be a dict of options or a list of flags, "
+            f"got {type(extra_args).__name__}"
+        )
+    flags = []
+    for key, value in pairs:
+        name = _option_name(key)
+        if value is None:
+            flags.append(f"--{name}")
+        elif isinstance(value, bool):
+            flags.append(f"--{name}={'true' if value else 'false'}")
+        elif isinstance(value, (str, int, float, pathlib.PurePath)):
+            flags.append(f"--{name}={value}")
+        else:
+            raise PyTritonValidationError(
+                f"TritonConfig.extra_args: option {name!r} has a value of type {type(value).__name__}; "
+                "use a str, int, float, bool, path, a list of those, or None"
+            )
+    return flags
+
+
+def _option_name(key: str) -> str:
+    """The option ``key`` names (``--a-b``, ``a-b`` or ``a_b`` → ``a-b``), checked against what pytriton_like controls."""
+    name = key.strip()
+    name = name[2:] if name.startswith("--") else name
+    name = name.replace("_", "-").lower()
+    if not _OPTION_NAME.match(name):
+        raise PyTritonValidationError(f"TritonConfig.extra_args: {key!r} is not a tritonserver option name")
+    reason = _CONTROLLED.get(name) or next(
+        (why for prefix, why in _CONTROLLED_PREFIXES.items() if name.startswith(prefix)), None
+    )
+    if reason is None and name.replace("-", "_") in _field_names():
+        reason = f"TritonConfig.{name.replace('-', '_')} sets it; use the field"
+    if reason is not None:
+        raise PyTritonValidationError(f"TritonConfig.extra_args: --{name} is controlled by pytriton_like: {reason}")
+    return name
+
+
+def _field_names() -> set:
+    return {field.name for field in dataclasses.fields(TritonConfig)}
+
+
 # Fields that are not passed through as --field-name=value.
 _NOT_FLAGS = {
     "model_repository",
@@ -233,6 +344,7 @@ _NOT_FLAGS = {
     "model_control_mode",
     "repository_poll_secs",
     "load_model",
+    "extra_args",
 }
 
 
@@ -276,6 +388,7 @@ def server_argv(
             argv.append(f"{flag}={value}")
     if restriction:
         argv += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
+    argv += config.extra_flags()
     return argv
 
 
