@@ -184,6 +184,17 @@ class AsyncioModelClient:
         response = await self._call("statistics request", timeout_s, client.get_inference_statistics(**kwargs))
         return self._core.raw_statistics(response)
 
+    async def call_server(self, call: str, /, **arguments: Any) -> Any:
+        """A server-wide call of tritonclient's API (see ``ModelClient.call_server``)."""
+        self._core.check_open()
+        server_call = self._core.server_call(call, arguments)
+        client = self._connections.get(_CONTROL)
+        method = getattr(client, server_call.method)
+        server_wide = not server_call.kwargs.get("model_name")
+        with self._core.errors(server_call.operation, self._core.control_timeout_s(), server_wide=server_wide):
+            response = await asyncio.wait_for(method(**server_call.kwargs), self._core.control_timeout_s())
+        return server_call.convert(response)
+
     async def infer_sample(
         self,
         *inputs: np.ndarray,

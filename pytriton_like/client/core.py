@@ -40,6 +40,7 @@ from .inference import (
 )
 from .management import index_entries, message_to_dict
 from .readiness import ReadinessWaiter
+from .server_calls import ServerCall, build_server_call
 from .url import Protocol, TritonUrl
 
 __all__ = [
@@ -216,25 +217,26 @@ class ClientCore:
                 f"the client of model {self.model_name!r} at {self.url} is closed", **self._attributes()
             )
 
-    def context(self, operation: str, timeout_s: Optional[float] = None) -> ErrorContext:
-        """The error context of an operation of this client."""
+    def context(self, operation: str, timeout_s: Optional[float] = None, *, server_wide: bool = False) -> ErrorContext:
+        """The error context of an operation of this client (``server_wide``: of no model)."""
         return ErrorContext(
             operation=operation,
-            model_name=self.model_name,
-            model_version=self.model_version,
+            model_name=None if server_wide else self.model_name,
+            model_version=None if server_wide else self.model_version,
             url=self.url.with_scheme,
             timeout_s=timeout_s,
         )
 
     @contextlib.contextmanager
-    def errors(self, operation: str, timeout_s: Optional[float] = None) -> Iterator[None]:
-        """Maps errors of the I/O inside to client errors (see :mod:`.error_mapping`).
+    def errors(self, operation: str, timeout_s: Optional[float] = None, *, server_wide: bool = False) -> Iterator[None]:
+        """Maps errors of the I/O inside to client errors (see :mod:`.error_mapping`); ``server_wide``:
+        the operation concerns no model (``call_server``).
 
         Any error that happens because the client was closed meanwhile (from another
         thread) becomes :class:`PyTritonClientClosedError`.
         """
         try:
-            with map_errors(self.context(operation, timeout_s)):
+            with map_errors(self.context(operation, timeout_s, server_wide=server_wide)):
                 yield
         except Exception as exc:
             # a call racing close() fails in whatever way its closed connection does (grpc raises
@@ -417,6 +419,16 @@ class ClientCore:
         }
         kwargs.update(self.control_kwargs(self.inference_timeout_s))
         return kwargs
+
+    def server_call(self, name: str, arguments: Mapping[str, Any]) -> ServerCall:
+        """A server-wide call (``server_calls.SERVER_CALLS``) with the token and, for gRPC, the timeout.
+
+        Raises:
+            PyTritonClientValueError: an unknown call or a bad argument.
+        """
+        call = build_server_call(self.protocol, name, arguments)
+        call.kwargs.update(self.control_kwargs(self.control_timeout_s()))
+        return call
 
     def raw_model_config(self, response: Any) -> Dict[str, Any]:
         """The model config dict from ``get_model_config`` (``model_call`` arguments), as HTTP sends it."""

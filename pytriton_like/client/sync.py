@@ -339,6 +339,32 @@ class ModelClient:
             response = self._control().get_inference_statistics(**kwargs)
         return self._core.raw_statistics(response)
 
+    def call_server(self, call: str, /, **arguments: Any) -> Any:
+        """Makes a server-wide call of tritonclient's API with this client's token and timeouts.
+
+        The building block of :class:`~pytriton_like.runner.TritonRunner`'s server calls.
+
+        Args:
+            call: the call, one of ``pytriton_like.client.server_calls.SERVER_CALLS``
+                (``get_server_metadata``, ``get_log_settings``, ``register_system_shared_memory``...).
+            **arguments: tritonclient's keyword arguments of that call.
+
+        Returns:
+            The answer in the shape Triton's HTTP endpoint writes it, on both protocols.
+
+        Raises:
+            PyTritonClientValueError: an unknown call or a bad argument.
+            PyTritonClientInferenceServerError: the server refused the call (a restricted API
+                without the right token, a bad region...).
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+        """
+        self._core.check_open()
+        server_call = self._core.server_call(call, arguments)
+        server_wide = not server_call.kwargs.get("model_name")
+        with self._core.errors(server_call.operation, self._core.control_timeout_s(), server_wide=server_wide):
+            response = getattr(self._control(), server_call.method)(**server_call.kwargs)
+        return server_call.convert(response)
+
     def infer_sample(
         self,
         *inputs: np.ndarray,
