@@ -41,7 +41,7 @@ from .models.model import Model
 from .models.poller import RepositoryPoller
 from .models.registry import BoundModels
 from .models.repository import remove_model_entry, write_ensemble_entry
-from .models.user_repository import ModelRepository
+from .models.user_repository import open_repository, repository_location
 from .proxy.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
@@ -92,15 +92,16 @@ class Triton:
             environment variables, then Triton's defaults.
         workspace: folder for the model repository, sockets and log; a temporary folder
             (removed at stop) when ``None``.
-        model_repository: a folder of hand-written models to serve next to the bound ones, loaded
-            as ``config.model_control_mode`` says (see docs/model_management.md); given here, it
+        model_repository: a folder of hand-written models to serve next to the bound ones, or an
+            ``s3://`` URL of one (credentials from the AWS environment variables), loaded as
+            ``config.model_control_mode`` says (see docs/model_management.md); given here, it
             wins over ``config.model_repository``.
         security_config: which API groups need the access token (``None``: the model-repository,
             shared-memory, statistics, trace and logging groups, with a random token; see
             docs/security.md). :meth:`get_access_token` tells the token.
 
     Raises:
-        PyTritonValidationError: the model repository is not a folder, or the security config
+        PyTritonValidationError: the model repository is not a folder (or a malformed S3 URL), or the security config
             restricts an API group that ``config.http_restricted_api`` /
             ``config.grpc_restricted_protocol`` restrict too.
     """
@@ -121,9 +122,9 @@ class Triton:
             )
         check_restriction_overlap(self._config, self._security)
         if model_repository is not None:
-            self._config = dataclasses.replace(self._config, model_repository=pathlib.Path(model_repository))
+            self._config = dataclasses.replace(self._config, model_repository=repository_location(model_repository))
         repository = self._config.model_repository
-        self._repository = ModelRepository(repository) if repository is not None else None
+        self._repository = open_repository(repository) if repository is not None else None
         self._poller: Optional[RepositoryPoller] = None
         self._workspace_path = workspace
         self._id = next(_instance_ids)

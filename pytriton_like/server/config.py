@@ -31,7 +31,8 @@ class TritonConfig:
 
     Args:
         id: identifier of the server.
-        model_repository: a model repository of hand-written models served next to bound ones.
+        model_repository: a model repository of hand-written models served next to bound ones: a
+            folder, or an ``s3://`` URL (kept as a string; docs/model_management.md).
         log_verbose: verbose logging level (0: off).
         log_file: file that receives the server's log (default: ``triton.log`` in the workspace).
         exit_timeout_secs: how long stopping waits for in-flight requests.
@@ -81,7 +82,7 @@ class TritonConfig:
     """
 
     id: Optional[str] = None
-    model_repository: Optional[pathlib.Path] = None
+    model_repository: Optional[Union[pathlib.Path, str]] = None
     log_verbose: Optional[int] = None
     log_file: Optional[pathlib.Path] = None
     exit_timeout_secs: Optional[int] = None
@@ -229,6 +230,8 @@ def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
 
 
 def _convert(variable: str, kind: Any, text: str) -> Any:
+    if kind is pathlib.Path and text.startswith("s3://"):
+        return text  # an S3 model repository: a Path would fold its "//"
     if typing.get_origin(kind) is list:
         # One item: Triton's values hold commas themselves ("local,size=1048576").
         return [text]
