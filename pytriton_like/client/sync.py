@@ -10,7 +10,7 @@ tritonclient.grpc client for all threads.
 import logging
 import threading
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tritonclient.grpc
@@ -25,6 +25,7 @@ from .exceptions import (
 )
 from .inference import InferRequest, ParametersT, SequenceIdT
 from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
+from .shared_memory import Region, RegionPool, dead_owner_regions
 from .url import Protocol
 
 __all__ = ["ModelClient"]
@@ -109,6 +110,55 @@ class _Connections:
         self._opened = alive
 
 
+class _SharedRegions:
+    """The shared-memory regions of a ModelClient: the pool's regions, registered with the server through ``call``."""
+
+    def __init__(self, call: Callable[..., Any]):
+        self._call = call  # ModelClient.call_server
+        self._pool = RegionPool()
+
+    def take(self, size: int) -> Region:
+        """A registered region of at least ``size`` bytes, for one request."""
+        if self._pool.first_use():
+            self._forget_dead_clients()
+        region, replaced, new = self._pool.take(size)
+        if replaced is not None:
+            self._unregister(replaced)
+        if new:
+            try:
+                self._call("register_system_shared_memory", name=region.name, key=region.key, byte_size=region.size)
+            except BaseException:
+                self._pool.drop(region)
+                raise
+            _LOGGER.debug("registered shared-memory region %s (%d bytes)", region.name, region.size)
+        return region
+
+    def give_back(self, region: Region) -> None:
+        self._pool.give_back(region)
+
+    def close(self) -> None:
+        """Unregisters and unlinks every region (unlinked even when the server cannot be told)."""
+        for region in self._pool.close_all():
+            self._unregister(region)
+
+    def _unregister(self, region: Region) -> None:
+        try:
+            self._call("unregister_system_shared_memory", name=region.name)
+        except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
+            _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
+        region.close()
+
+    def _forget_dead_clients(self) -> None:
+        """Unregisters the regions of this host's clients that died (their segments are unlinked already)."""
+        try:
+            regions = self._call("get_system_shared_memory_status")
+            for name in dead_owner_regions([region["name"] for region in regions]):
+                self._call("unregister_system_shared_memory", name=name)
+                _LOGGER.info("unregistered shared-memory region %s of a client that died", name)
+        except Exception:  # noqa: BLE001 - a cleanup of others' leftovers must not fail this client
+            _LOGGER.debug("cleaning up the regions of dead clients failed", exc_info=True)
+
+
 def _close_quietly(client: Any) -> None:
     try:
         client.close()
@@ -138,6 +188,9 @@ class ModelClient:
         access_token: token for Triton's restricted endpoints (sent as the
             ``triton-access-token`` header), as PyTriton's clients take it; ``None``: for a
             server on this host, the token its owner recorded (docs/security.md).
+        use_shared_memory: pass tensors of 64 KiB and more through system shared memory
+            registered with the server instead of the socket (a server on this host only; the
+            token goes along). The regions are reused across calls and removed by :meth:`close`.
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
@@ -163,6 +216,7 @@ class ModelClient:
         model_config: Optional[TritonModelConfig] = None,
         ensure_model_is_ready: bool = True,
         access_token: Optional[str] = None,
+        use_shared_memory: bool = False,
     ):
         self._core = ClientCore(
             url,
@@ -172,8 +226,10 @@ class ModelClient:
             inference_timeout_s=inference_timeout_s,
             model_config=model_config,
             access_token=access_token,
+            use_shared_memory=use_shared_memory,
         )
         self._connections = _Connections(self._core)
+        self._shared = _SharedRegions(self.call_server) if use_shared_memory else None
         self._ready = model_config is not None and not ensure_model_is_ready
         self._ready_lock = threading.Lock()
         if not lazy_init:
@@ -448,6 +504,8 @@ class ModelClient:
         """Closes the connections; calls in other threads fail with PyTritonClientClosedError. Idempotent."""
         if not self._core.closed:
             _LOGGER.debug("closing client of %s at %s", self._core.model_name, self._core.url)
+            if self._shared is not None:
+                self._shared.close()  # before the connections close: the server is told
         self._core.close()
         self._connections.close()
 
@@ -473,8 +531,39 @@ class ModelClient:
         return request, result
 
     def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        if self._shared is not None:
+            return self._infer_shared(call)
         request, result = self.send(call)
         return self._core.finish(result, request)
+
+    def _infer_shared(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        """Inference with the large tensors in a shared-memory region of this client (see client/shared_memory.py)."""
+        self._core.check_open()
+        self._ensure_ready()
+        by_socket: List[str] = []
+        while True:
+            layout = self._core.shared_layout(call, by_socket=by_socket)
+            region = self._shared.take(layout.size) if layout is not None else None
+            try:
+                request = self._core.prepare(call, shared=(region, layout) if region is not None else None)
+                client = self._connections.get(_INFERENCE)
+                timeout_s = self._core.inference_timeout_s
+                try:
+                    with self._core.errors("inference", timeout_s):
+                        result = client.infer(**request.infer_kwargs(), **self._core.grpc_kwargs(timeout_s))
+                except PyTritonClientInferenceServerError as exc:
+                    output = self._core.shared_memory_retry(exc, call)
+                    if output is None or layout is None or output not in layout.outputs:
+                        raise
+                    _LOGGER.debug("output %s outgrew its shared memory; sending the request again", output)
+                    by_socket.append(output)
+                    continue
+                arrays = self._core.finish(result, request)  # outputs copied out before the region is reused
+            finally:
+                if region is not None:
+                    self._shared.give_back(region)
+            self._core.learn_output_sizes(arrays)
+            return arrays
 
     def _control(self) -> Any:
         return self._connections.get(_CONTROL)
