@@ -25,7 +25,8 @@ _NO_MODEL = "-"
 
 
 class TritonRunner:
-    """One attribute per model of a Triton server: ``runner.my_model.run(x)``, ``await runner.my_model.async_run(x)``.
+    """One attribute per model of a Triton server: ``runner.my_model.run(x)``, ``await runner.my_model.async_run(x)``,
+    and tritonclient's management calls as BentoML's Triton runner lists them, each sync and ``async_``.
 
     A model is looked up in the server's repository index when first named, so models loaded
     after the runner was made are found. ``runner["name"]`` reaches a model whose name is not a
@@ -41,8 +42,8 @@ class TritonRunner:
         inference_timeout_s: how long one request, or a load or unload, may take (default 60 s);
             the other management calls get the shorter of the two timeouts, as ``ModelClient``'s do.
         access_token: the server's access token, for the restricted calls (load, unload, index,
-            statistics); ``None``: for a server of this host, the token its owner recorded
-            (docs/security.md).
+            statistics, log and trace settings, shared memory); ``None``: for a server of this
+            host, the token its owner recorded (docs/security.md).
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
