@@ -227,3 +227,18 @@ def test_a_killed_client_is_cleaned_up_by_the_next_one(server):
         client.infer_batch(X)  # its first region: the dead client's segments and registrations go first
         assert our_segments(child.pid) == set()
         assert wait_for(lambda: not left & set(registered(triton)), 5)
+
+
+def test_a_server_start_removes_the_segments_of_dead_clients():
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    name = f"{SEGMENT_PREFIX}{int(child.stdout)}-c1-1"  # a region of a client that is gone
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    os.close(fd)
+    try:
+        with Triton(config=free_config()) as triton:
+            triton.bind(model_name="Double", infer_func=double, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+            triton.run()
+            assert not os.path.exists(os.path.join(SHM_DIR, name))
+    finally:
+        if os.path.exists(os.path.join(SHM_DIR, name)):
+            os.unlink(os.path.join(SHM_DIR, name))
