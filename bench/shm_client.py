@@ -11,9 +11,11 @@ Usage: .venv/bin/python bench/shm_client.py [--requests N]        (docs/performa
 
 import argparse
 import json
+import os
 import pathlib
 import socket
 import statistics
+import subprocess
 import time
 
 import numpy as np
@@ -89,8 +91,19 @@ def main() -> None:
                     f"shared memory {row['shm_ms']:8.1f} ms, {row['speedup']:.2f}x faster",
                     flush=True,
                 )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=RESULTS.parent, check=False
+    ).stdout.strip()
+    document = {
+        "requests": args.requests,
+        "rows": rows,
+        "commit": commit,
+        "cpus": os.cpu_count(),
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+    }
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"requests": args.requests, "rows": rows}, indent=2) + "\n")
+    RESULTS.write_text(json.dumps(document, indent=2) + "\n")
     print(f"written {RESULTS}")
 
 
