@@ -41,6 +41,7 @@ from .models.model import Model
 from .models.poller import RepositoryPoller
 from .models.registry import BoundModels
 from .models.repository import remove_model_entry, write_ensemble_entry
+from .models.s3_repository import is_s3_url
 from .models.user_repository import open_repository, repository_location
 from .proxy.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
@@ -421,7 +422,10 @@ class Triton:
         logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         self._server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
         self._server.add_exit_listener(self._on_server_exit)
-        self._server.start(_START_TIMEOUT_S)
+        try:
+            self._server.start(_START_TIMEOUT_S)
+        except PyTritonServerError as exc:
+            raise _name_remote_repository(exc, self._repository) from None
         if config.allow_http is not False:
             self._control = ServerControl(
                 connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
@@ -764,6 +768,15 @@ def _remove_regions(names) -> None:
                 logger.warning("removed shared memory %s left by the server", name)
             except FileNotFoundError:
                 pass
+
+
+def _name_remote_repository(error: PyTritonServerError, repository: Any) -> PyTritonServerError:
+    """A start failure of a server with an S3 repository whose log blames S3: the error names the URL."""
+    path = getattr(repository, "path", None)
+    if not (is_s3_url(path) and "S3" in str(error)):
+        return error
+    message = str(error).split(PyTritonServerError.TAIL_HEADER, 1)[0]
+    return PyTritonServerError(f"tritonserver could not read model repository {path}: {message}", log_tail=error.log_tail)
 
 
 def _bind_address(config: TritonConfig) -> str:
