@@ -3,6 +3,9 @@
 import pathlib
 from typing import Any
 
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
 from ..exceptions import PyTritonModelConfigError
 
 __all__ = ["CONFIG_FILE_NAME", "parse_config_file"]
@@ -20,10 +23,6 @@ def parse_config_file(model_dir: pathlib.Path) -> Any:
         PyTritonModelConfigError: the file is missing or unreadable, does not parse (the message names
             the line and column), or names another model.
     """
-    # Imported here: tritonclient.grpc loads grpc, which serving bound models alone does not need.
-    from google.protobuf import text_format  # noqa: PLC0415
-    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
-
     name = model_dir.name
     path = model_dir / CONFIG_FILE_NAME
     try:
