@@ -107,3 +107,10 @@ def test_business_logic_routes_each_request_to_another_model():
         assert output.count(f"] {model}: 'hello' -> fast: hello") == 2
         assert output.count(f"] {model}: 'a rather long text that the thorough model gets' -> thorough: 9 words") == 2
     assert "server stopped (exit code 0)" in output
+
+
+def test_cli_serves_a_module_callable_described_by_its_signature():
+    output = run_example(EXAMPLES / "run.py", "cli")
+    assert output.count("] normalized = [[0.6000000238418579, 0.800000011920929], [0.0, 1.0]]") == 2
+    assert output.count("] norm = [[5.0], [2.0]]") == 2
+    assert "server stopped (exit code 0)" in output
