@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .access_tokens import remove_token, write_token
 from .console import Console
@@ -142,7 +142,7 @@ class Triton:
         self._failure: Optional[BaseException] = None
         self._server_exit: Optional[int] = None  # tritonserver's exit code, when it exited on its own
         self._console = Console(logger)  # serve() prints its lines when no logging is configured
-        self._started_models: List[tuple] = []  # (what, name, version) of the models loaded at start
+        self._started_models: List[Tuple[str, str, Optional[int]]] = []  # (what, name, version) loaded at start
 
     # -- context manager -------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from ..model_config import ModelConfig, Tensor
 from ..proxy.types import Request
 from ..server.config import TritonConfig
 from ..worker.calling import BatchCall
+from ..worker.hints import is_decorated
 
 __all__ = ["serve_target", "load_target", "parse_tensor", "inputs_from_signature", "outputs_from_a_call", "CliError"]
 
@@ -113,7 +114,7 @@ def parse_tensor(text: str, option: str) -> Tensor:
 def inputs_from_signature(func: Callable) -> List[Tensor]:
     """The inputs a ``@batch``/``@sample`` callable takes: one per named parameter; a parameter with
     a default is an optional input."""
-    if getattr(func, "__wrapped__", None) is None:
+    if not is_decorated(func):
         raise CliError(
             f"{_name_of(func)} is not decorated: it receives the list of requests, so its parameters do not"
             " name the inputs; give them with --input NAME:DTYPE:SHAPE (or decorate it with @batch)"
@@ -198,8 +199,8 @@ def _dtype_of(annotation: Optional[Any]) -> Any:
 
 
 def _name_of(func: Callable) -> str:
-    target, _ = unwrap_target(func)
-    return getattr(target, "__name__", None) or type(func).__name__
+    """A function's (or method's) name; an object's class name."""
+    return getattr(func, "__name__", None) or type(func).__name__
 
 
 def _say(line: str) -> None:

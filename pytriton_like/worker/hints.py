@@ -6,13 +6,14 @@ argument: 'b'``; the hint says to decorate it with ``@batch`` or ``@sample``. A 
 receives its inputs as keyword arguments named after them; the hint names the request's inputs.
 """
 
+import functools
 import inspect
 import re
 from typing import Any, Callable, List, Optional
 
 from .._decorator_utils import unwrap_target
 
-__all__ = ["signature_warning", "call_hint"]
+__all__ = ["signature_warning", "call_hint", "is_decorated"]
 
 # Python's own messages when the arguments of a call do not fit the signature.
 _ARGUMENTS_DO_NOT_FIT = re.compile(
@@ -22,6 +23,7 @@ _ARGUMENTS_DO_NOT_FIT = re.compile(
     r"|got an unexpected keyword argument"
     r"|got multiple values for argument"
 )
+_MAX_DEPTH = 100
 _DECORATE = (
     "an inference callable is called with one argument, the list of requests (each a dict of input"
     " arrays); to receive the inputs as keyword arguments instead, decorate it with @batch (whole batches,"
@@ -32,7 +34,7 @@ _DECORATE = (
 def signature_warning(infer_func: Callable) -> Optional[str]:
     """Why a callable bound without decorators cannot take the list of requests; ``None`` if it can
     (or cannot be told: decorated, or without a signature)."""
-    if getattr(infer_func, "__wrapped__", None) is not None:
+    if is_decorated(infer_func):
         return None  # a decorator's wrapper takes the requests; what it calls is its business
     try:
         signature = inspect.signature(infer_func)
@@ -52,7 +54,7 @@ def call_hint(infer_func: Callable, error: TypeError, requests: List[Any]) -> Op
     is its own business)."""
     if not _ARGUMENTS_DO_NOT_FIT.search(str(error)) or _raised_inside(infer_func, error):
         return None
-    if getattr(infer_func, "__wrapped__", None) is None:
+    if not is_decorated(infer_func):
         return _DECORATE
     names = ", ".join(map(str, requests[0])) if requests else "none"
     hint = f"@batch and @sample pass each input as a keyword argument named after it; this request's inputs: {names}"
@@ -62,6 +64,25 @@ def call_hint(infer_func: Callable, error: TypeError, requests: List[Any]) -> Op
             " or use @fill_optionals)"
         )
     return hint
+
+
+def is_decorated(infer_func: Callable) -> bool:
+    """Whether a decorator (``@batch``, ``@sample``... anything with ``__wrapped__``) stands
+    between the caller and the function: on the callable itself, on the function of a
+    ``functools.partial`` or a bound method, or on the ``__call__`` of an object."""
+    obj: Any = infer_func
+    for _ in range(_MAX_DEPTH):
+        if getattr(obj, "__wrapped__", None) is not None:
+            return True
+        if isinstance(obj, functools.partial):
+            obj = obj.func
+        elif inspect.ismethod(obj):
+            obj = obj.__func__
+        elif callable(obj) and not inspect.isroutine(obj) and not isinstance(obj, type):
+            obj = type(obj).__call__
+        else:
+            return False
+    return False
 
 
 def _raised_inside(infer_func: Callable, error: BaseException) -> bool:

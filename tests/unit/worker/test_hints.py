@@ -1,5 +1,7 @@
 """Hints for callables whose signature does not fit the call: at bind and in the error of a call."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,16 @@ class Model:
         return {"y": a}
 
 
+class DecoratedModel:
+    @batch
+    def __call__(self, a, b):
+        return {"y": a}
+
+    @sample
+    def infer(self, a, b):
+        return {"y": a}
+
+
 def test_a_plain_function_of_inputs_is_named_at_bind_with_the_decorators_to_use():
     warning = signature_warning(add_sub)
     assert warning.startswith("add_sub(a, b) cannot take the list of requests (missing a required argument: 'b');")
@@ -31,8 +43,22 @@ def test_a_plain_function_of_inputs_is_named_at_bind_with_the_decorators_to_use(
 
 
 @pytest.mark.parametrize(
-    "func", [batch(add_sub), sample(add_sub), Model(), lambda requests: [], lambda *args: [], print],
-    ids=["batch", "sample", "__call__", "lambda", "varargs", "builtin"],
+    "func",
+    [
+        batch(add_sub),
+        sample(add_sub),
+        Model(),
+        DecoratedModel(),
+        DecoratedModel().infer,
+        functools.partial(batch(lambda a, b, c: {}), c=1),
+        lambda requests: [],
+        lambda *args: [],
+        print,
+    ],
+    ids=[
+        "batch", "sample", "__call__", "decorated __call__", "decorated method",
+        "partial", "lambda", "varargs", "builtin",
+    ],
 )
 def test_callables_that_take_the_requests_get_no_warning(func):
     assert signature_warning(func) is None
