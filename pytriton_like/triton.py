@@ -23,9 +23,10 @@ import signal
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .access_tokens import remove_token, write_token
+from .console import Console
 from .exceptions import (
     PyTritonInvalidOperationError,
     PyTritonServerError,
@@ -45,11 +46,12 @@ from .models.s3_repository import is_s3_url
 from .models.user_repository import open_repository, repository_location
 from .proxy.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
-from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
+from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, endpoint_urls, local_url, server_argv
 from .server.control import ControlError, ServerControl
 from .server.process import ServerProcess, check_ports_free, wait_for_exits
 from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
 from .server.workspace import Workspace, remove_orphaned_workspaces
+from .worker.hints import signature_warning
 
 if TYPE_CHECKING:
     from .runner import TritonRunner
@@ -141,6 +143,8 @@ class Triton:
         self._loopback: Optional[LoopbackClients] = None
         self._failure: Optional[BaseException] = None
         self._server_exit: Optional[int] = None  # tritonserver's exit code, when it exited on its own
+        self._console = Console(logger)  # serve() prints its lines when no logging is configured
+        self._started_models: List[Tuple[str, str, Optional[int]]] = []  # (what, name, version) loaded at start
 
     # -- context manager -------------------------------------------------------------------
 
@@ -193,6 +197,9 @@ class Triton:
                 raise PyTritonValidationError(
                     f"model {model_name!r}: infer_func must be callable, got {type(func).__name__}: {func!r}"
                 )
+        problem = signature_warning(funcs[0])  # the instances' callables are alike
+        if problem is not None:
+            logger.warning("model %s: %s", model_name, problem)
         config = config or ModelConfig()
         try:
             model_config = TritonModelConfig(
@@ -321,7 +328,7 @@ class Triton:
             raise PyTritonServerError(
                 f"tritonserver failed to load ensemble {config.model_name!r}: {exc}", log_tail=self._server.log_tail()
             ) from None
-        logger.info("ensemble %s loaded", config.model_name)
+        self._say_ready("ensemble", config.model_name, config.model_version)
 
     def _setup(self, model: Model) -> None:
         workspace = self._workspace
@@ -354,7 +361,7 @@ class Triton:
         except BaseException:
             self._forget(model)
             raise
-        logger.info("model %s version %s loaded", model.name, model.version)
+        self._say_ready("model", model.name, model.version)
 
     def _forget(self, model: Model) -> None:
         """Undo the binding of a model version that failed to load."""
@@ -426,13 +433,13 @@ class Triton:
             self._server.start(_START_TIMEOUT_S)
         except PyTritonServerError as exc:
             raise _name_remote_repository(exc, self._repository) from None
+        expected = [("model", model.name, model.version) for model in self._models]
+        expected += [("model", name, None) for name in repository_models]
+        expected += [("ensemble", name, ensemble.model_version) for name, ensemble in self._ensembles.items()]
         if config.allow_http is not False:
             self._control = ServerControl(
                 connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
             )
-            expected = [("model", model.name, model.version) for model in self._models]
-            expected += [("model", name, None) for name in repository_models]
-            expected += [("ensemble", name, ensemble.model_version) for name, ensemble in self._ensembles.items()]
             for what, name, version in expected:
                 if not self._control.model_ready(name, version):
                     raise PyTritonServerError(
@@ -452,7 +459,28 @@ class Triton:
             for endpoint in ("HTTP", "gRPC"):
                 if endpoint in config.ports:
                     write_token(config.ports[endpoint], self._security.access_token)
-        logger.info("Triton ready: %s", ", ".join(f"{k} on port {v}" for k, v in config.ports.items()))
+        self._started_models = expected
+        self._say_started()
+
+    def _say_started(self) -> None:
+        """One line per endpoint (its url, and whether it listens on every interface), then one per
+        model that was ready at start."""
+        config = self._config
+        addresses = {"HTTP": config.http_address, "gRPC": config.grpc_address, "metrics": config.metrics_address}
+        for endpoint, url in endpoint_urls(config).items():
+            everywhere = connect_host(addresses[endpoint]) != addresses[endpoint]
+            self._console.say("%s on %s%s", endpoint, url, " (listening on all interfaces)" if everywhere else "")
+        for what, name, version in self._started_models:
+            self._say_ready(what, name, version)
+
+    def _say_ready(self, what: str, name: str, version: Optional[int]) -> None:
+        """The line of a model that is ready, with the url its inference requests go to over HTTP."""
+        numbered = f" version {version}" if version is not None else ""
+        if "HTTP" in self._config.ports:
+            url = f"{local_url(self._config, 'HTTP')}/v2/models/{name}/infer"
+            self._console.say("%s %s%s ready: %s", what, name, numbered, url)
+        else:
+            self._console.say("%s %s%s ready", what, name, numbered)
 
     def _startup_repository_models(self) -> List[str]:
         """The models of the user's repository to load at start, checked (names, config.pbtxt)."""
@@ -495,15 +523,20 @@ class Triton:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 restore[signum] = signal.signal(signum, self._on_signal)
+        self._console.printing = True
         try:
+            if self._state is _State.RUNNING:  # run() before: its lines were only logged
+                self._say_started()
             self.run()
+            self._console.say("serving; press CTRL+C to stop")
             self._stop_requested.wait()
         except _SignalWhileStarting as exc:
-            logger.info("%s; stopping", exc)
+            self._console.say("%s; stopping", exc)
         finally:
             for signum, handler in restore.items():
                 signal.signal(signum, handler)
             self.stop()
+            self._console.printing = False
         if self._server_exit is not None:
             raise PyTritonServerError(
                 f"tritonserver exited unexpectedly with code {self._server_exit} while serving",
@@ -514,7 +547,7 @@ class Triton:
         if self._state is not _State.RUNNING:
             self._stop_requested.set()
             raise _SignalWhileStarting(f"received {signal.Signals(signum).name} while starting")
-        logger.info("received %s; stopping", signal.Signals(signum).name)
+        self._console.say("received %s; stopping", signal.Signals(signum).name)
         self._stop_requested.set()
 
     def _on_unrecoverable(self, error: BaseException) -> None:
@@ -588,7 +621,7 @@ class Triton:
                 raise PyTritonServerError(
                     f"tritonserver failed to load model {model_name!r}: {exc}", log_tail=self._server.log_tail()
                 ) from None
-        logger.info("model %s loaded", model_name)
+        self._say_ready("model", model_name, None)
 
     def unload_model(self, model_name: str) -> None:
         """Unload a model (every version); returns once Triton has unloaded it.
@@ -710,7 +743,7 @@ class Triton:
                 model.teardown(self._workspace.model_repository)
             self._workspace.close()
         unlink_segments(os.getpid(), f"t{self._id}m")
-        logger.info("Triton stopped")
+        self._console.say("stopped")
 
     def _unload_models(self, stubs, timeout_s: float) -> bool:
         """Unload every model (bound or not) and wait (up to ``timeout_s``) for the bound ones' stubs to exit.

@@ -21,7 +21,7 @@ from .exceptions import (
     PyTritonClientTimeoutError,
 )
 from .inference import InferRequest, ParametersT, SequenceIdT
-from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
+from .readiness import IndexAnswer, Readiness, ReadinessWaiter
 from .shared_memory import Region, RegionPool, dead_owner_regions
 from .url import Protocol
 
@@ -399,8 +399,10 @@ class AsyncioModelClient:
                     return
                 waiter.record(readiness)
             if waiter.expired():
-                state = await self._model_state() if waiter.needs_model_state() else None
-                raise waiter.failure(state) from waiter.last_error
+                answer = await self._index_answer() if waiter.needs_model_state() else None
+                raise waiter.failure(answer) from waiter.last_error
+            if waiter.report_due():
+                waiter.report(await self._index_answer())
             await asyncio.sleep(waiter.next_delay())
             self._core.check_open()
 
@@ -424,14 +426,15 @@ class AsyncioModelClient:
             return Readiness.MODEL_NOT_READY
         return Readiness.READY
 
-    async def _model_state(self) -> Optional[Tuple[ModelState, Optional[str]]]:
+    async def _index_answer(self) -> IndexAnswer:
+        """The server's repository index, or the error that kept it (refused without the token, timed out...)."""
         timeout_s = self._core.verdict_timeout_s()
         try:
             with self._core.errors("repository index request", timeout_s):
                 index = await self._connections.get(_CONTROL).get_model_repository_index(
                     **self._core.control_kwargs(timeout_s)
                 )
-        except _NOT_YET:
+        except _NOT_YET as exc:
             _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
-            return None
-        return model_state_from_index(self._core.raw_index(index), self._core.model_name, self._core.model_version)
+            return IndexAnswer(error=exc)
+        return IndexAnswer(entries=self._core.raw_index(index))

@@ -265,7 +265,7 @@ def build_request(
     Raises:
         PyTritonClientModelDoesntSupportBatchingError: a batch for a model that does not batch.
         PyTritonClientValueError: an array whose dtype Triton cannot carry or that does not
-            match the model's input.
+            match the model's input, or a batch larger than the model's ``max_batch_size``.
     """
     if not sample and not config.batching:
         raise PyTritonClientModelDoesntSupportBatchingError(
@@ -273,6 +273,8 @@ def build_request(
             model_name=model_name,
             model_version=model_version,
         )
+    if not sample:
+        _check_batch_size(config, inputs, model_name, model_version)
     add_batch_axis = sample and config.batching
     lib = tritonclient.http if protocol is Protocol.HTTP else tritonclient.grpc
     region, layout = shared if shared is not None else (None, None)
@@ -332,6 +334,22 @@ def wire_arrays(
 
 def _datatype(array: np.ndarray) -> str:
     return np_to_triton_dtype(array.dtype)
+
+
+def _check_batch_size(
+    config: TritonModelConfig, inputs: Mapping[str, np.ndarray], model_name: str, model_version: Optional[str]
+) -> None:
+    """Refuse a batch larger than the model's ``max_batch_size`` before it is sent (Triton would refuse it)."""
+    limit = config.max_batch_size
+    for name, array in inputs.items():
+        rows = array.shape[0] if array.ndim else 1
+        if rows > limit:
+            raise PyTritonClientValueError(
+                f"model {config.model_name!r} takes batches of at most {limit} (its max_batch_size), got {rows}"
+                f" rows in input {name!r}; send the batch in parts of {limit} rows or fewer",
+                model_name=model_name,
+                model_version=model_version,
+            )
 
 
 def _wire_array(name: str, array: np.ndarray, spec: Optional[TensorSpec]) -> Tuple[np.ndarray, str]:

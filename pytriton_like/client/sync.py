@@ -24,7 +24,7 @@ from .exceptions import (
     PyTritonClientTimeoutError,
 )
 from .inference import InferRequest, ParametersT, SequenceIdT
-from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
+from .readiness import IndexAnswer, Readiness, ReadinessWaiter
 from .shared_memory import Region, RegionPool, dead_owner_regions
 from .url import Protocol
 
@@ -604,8 +604,10 @@ class ModelClient:
                     return
                 waiter.record(readiness)
             if waiter.expired():
-                state = self._model_state() if waiter.needs_model_state() else None
-                raise waiter.failure(state) from waiter.last_error
+                answer = self._index_answer() if waiter.needs_model_state() else None
+                raise waiter.failure(answer) from waiter.last_error
+            if waiter.report_due():
+                waiter.report(self._index_answer())
             self._core.pause(waiter.next_delay())
 
     def _probe(self, waiter: ReadinessWaiter, check_model: bool) -> Readiness:
@@ -624,13 +626,13 @@ class ModelClient:
                 return Readiness.MODEL_NOT_READY
         return Readiness.READY
 
-    def _model_state(self) -> Optional[Tuple[ModelState, Optional[str]]]:
-        """The model's state in the repository index, or None if the server would not tell."""
+    def _index_answer(self) -> IndexAnswer:
+        """The server's repository index, or the error that kept it (refused without the token, timed out...)."""
         timeout_s = self._core.verdict_timeout_s()
         try:
             with self._core.errors("repository index request", timeout_s):
                 index = self._control().get_model_repository_index(**self._core.control_kwargs(timeout_s))
-        except _NOT_YET:
+        except _NOT_YET as exc:
             _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
-            return None
-        return model_state_from_index(self._core.raw_index(index), self._core.model_name, self._core.model_version)
+            return IndexAnswer(error=exc)
+        return IndexAnswer(entries=self._core.raw_index(index))

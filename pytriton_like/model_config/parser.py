@@ -3,6 +3,9 @@
 import pathlib
 from typing import Any
 
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
 from ..exceptions import PyTritonModelConfigError
 
 __all__ = ["CONFIG_FILE_NAME", "parse_config_file", "parse_config_text"]

@@ -64,9 +64,10 @@ class Model:
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
         """
         spin_us = usable_spin_us(spin_us, len(self._infer_funcs))
-        handler = self._handler = BatchHandler(
-            self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
+        checker = OutputChecker(
+            self.config.outputs, self.config.batching, self.strict, model_name=self.name, partial=self.config.decoupled
         )
+        handler = self._handler = BatchHandler(self.name, checker, on_unrecoverable)
         scheme = ZMQ_SCHEME if self.config.decoupled else UNIX_SCHEME
         addresses = [f"{scheme}{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
         for index, (infer_func, address) in enumerate(zip(self._infer_funcs, addresses)):

@@ -1,6 +1,7 @@
 """``TritonConfig``: options of the tritonserver process, and the command line they make."""
 
 import dataclasses
+import logging
 import os
 import pathlib
 import re
@@ -9,7 +10,9 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..exceptions import PyTritonValidationError
 
-__all__ = ["TritonConfig", "ENV_PREFIX", "server_argv", "connect_host", "local_url"]
+__all__ = ["TritonConfig", "ENV_PREFIX", "server_argv", "connect_host", "local_url", "endpoint_urls"]
+
+logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "PYTRITON_TRITON_CONFIG_"
 DEFAULT_HTTP_PORT = 8000
@@ -27,7 +30,8 @@ class TritonConfig:
     Every field may also come from an environment variable ``PYTRITON_TRITON_CONFIG_<FIELD>``
     (e.g. ``PYTRITON_TRITON_CONFIG_HTTP_PORT=9000``); a list field takes one item from
     ``..._<FIELD>`` or several from ``..._<FIELD>_0``, ``..._<FIELD>_1``...; a value given to the
-    constructor wins over the environment.
+    constructor wins over the environment. A variable that names no field is ignored, with one
+    warning naming all such variables (as PyTriton does); a bad value of a known field is an error.
 
     Args:
         id: identifier of the server.
@@ -213,6 +217,7 @@ def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
     types = _field_types()
     values: Dict[str, Any] = {}
     items: Dict[str, Dict[int, str]] = {}
+    unknown = []
     for name, text in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
@@ -222,8 +227,16 @@ def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
             items.setdefault(match[1], {})[int(match[2])] = text
             continue
         if key not in types:
-            raise PyTritonValidationError(f"{name}: no TritonConfig field {key!r}")
+            unknown.append(name)
+            continue
         values[key] = _convert(name, types[key], text)
+    if unknown:
+        logger.warning(
+            "ignoring %s: no TritonConfig field of %s (the fields: %s)",
+            ", ".join(sorted(unknown)),
+            "that name" if len(unknown) == 1 else "these names",
+            ", ".join(types),
+        )
     for key, indexed in items.items():
         values[key] = [indexed[index] for index in sorted(indexed)]
     return values
@@ -405,3 +418,12 @@ def local_url(config: TritonConfig, endpoint: str) -> str:
     if endpoint == "HTTP":
         return f"http://{connect_host(config.http_address)}:{config.ports['HTTP']}"
     return f"grpc://{connect_host(config.grpc_address)}:{config.ports['gRPC']}"
+
+
+def endpoint_urls(config: TritonConfig) -> Dict[str, str]:
+    """The url of each enabled endpoint (``HTTP``, ``gRPC``, ``metrics``) of the server on ``config``,
+    from this machine."""
+    urls = {endpoint: local_url(config, endpoint) for endpoint in ("HTTP", "gRPC") if endpoint in config.ports}
+    if "metrics" in config.ports:
+        urls["metrics"] = f"http://{connect_host(config.metrics_address)}:{config.ports['metrics']}/metrics"
+    return urls

@@ -129,3 +129,10 @@ def test_s3_repository_served_from_a_stand_in_s3_server():
     assert output.count("] Square from S3: y = [1.0, 4.0, 9.0]") == 2
     assert output.count("] index: Square READY") == 2
     assert "server stopped (exit code 0)" in output
+
+
+def test_cli_serves_a_module_callable_described_by_its_signature():
+    output = run_example(EXAMPLES / "run.py", "cli")
+    assert output.count("] normalized = [[0.6000000238418579, 0.800000011920929], [0.0, 1.0]]") == 2
+    assert output.count("] norm = [[5.0], [2.0]]") == 2
+    assert "server stopped (exit code 0)" in output

@@ -1,6 +1,7 @@
 """TritonConfig: environment variables, validation, ports, and the tritonserver command line."""
 
 import dataclasses
+import logging
 import pathlib
 import re
 
@@ -117,15 +118,29 @@ def test_from_env_bad_int(text):
         TritonConfig.from_env(env(http_port=text))
 
 
-def test_from_env_unknown_variable():
-    message = r"PYTRITON_TRITON_CONFIG_NO_SUCH_FIELD: no TritonConfig field 'no_such_field'"
-    with pytest.raises(PyTritonValidationError, match=message):
-        TritonConfig.from_env(env(no_such_field="1"))
+def test_from_env_unknown_variables_are_ignored_with_one_warning_naming_them(caplog):
+    # PyTriton's own docs show PYTRITON_TRITON_CONFIG_LOG_VERBOSITY, which names no field of its
+    # TritonConfig either: PyTriton ignores it with a warning, and so do we.
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.server.config"):
+        config = TritonConfig.from_env(env(log_verbosity="4", no_such_field="1", grpc_port="9001"))
+    assert config == TritonConfig(grpc_port=9001)
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert message.startswith(
+        "ignoring PYTRITON_TRITON_CONFIG_LOG_VERBOSITY, PYTRITON_TRITON_CONFIG_NO_SUCH_FIELD: no TritonConfig field"
+    )
+    assert "log_verbose" in message  # the fields it has, to spot the typo
 
 
-def test_from_env_indexed_form_of_a_scalar_field_is_unknown():
-    with pytest.raises(PyTritonValidationError, match=r"no TritonConfig field 'http_port_0'"):
-        TritonConfig.from_env(env(http_port_0="9000"))
+def test_from_env_a_known_variable_with_a_bad_value_is_still_an_error(caplog):
+    with pytest.raises(PyTritonValidationError, match=r"PYTRITON_TRITON_CONFIG_LOG_VERBOSE='four': expected int"):
+        TritonConfig.from_env(env(log_verbose="four", log_verbosity="4"))
+
+
+def test_from_env_indexed_form_of_a_scalar_field_is_unknown(caplog):
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.server.config"):
+        assert TritonConfig.from_env(env(http_port_0="9000")) == TritonConfig()
+    assert "ignoring PYTRITON_TRITON_CONFIG_HTTP_PORT_0" in caplog.text
 
 
 def test_from_env_plain_list_variable_is_one_item_commas_kept():
@@ -186,8 +201,7 @@ def test_with_env_empty_environment_is_identity():
 def test_with_env_still_validates_the_result():
     with pytest.raises(PyTritonValidationError, match=r"allow at least one"):
         TritonConfig(allow_http=False).with_env(env(allow_grpc="false"))
-    with pytest.raises(PyTritonValidationError, match=r"no TritonConfig field"):
-        TritonConfig().with_env(env(bogus="1"))
+    assert TritonConfig().with_env(env(bogus="1")) == TritonConfig()  # ignored, with a warning
 
 
 # -- validation and ports ----------------------------------------------------------------------
