@@ -10,7 +10,7 @@ error answer from a replica (a 404, a 503) reaches the client and counts as a fa
 While clients keep calling through HAProxy, every replica in turn gets SIGTERM (it drains:
 reports not ready, serves on for ``drain_secs``, stops) and is started again once it exited;
 then one replica is killed with SIGKILL and started again. Every request is checked
-(y = 2x + 1) and counted in the phase it started in.
+(y = 2x + 1) and counted in the phase it started in, or in the SIGKILL's if it was in flight then.
 
 Run by tests/deploy/test_rolling_restart.py (``make test-deploy``), or by hand:
 ``.venv/bin/python -m tests.deploy.rolling [--drain-secs 0]`` (0 shows what happens without a drain).
@@ -40,8 +40,12 @@ RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "latest.json"
 REPLICAS = 3
 CLIENTS = 4
 MAX_REQUESTS_PER_CLIENT = 200_000  # a bound on the load besides the time
-STEADY_S = 2.0
+STEADY_S = 1.5
 START_TIMEOUT_S = 120
+# The replicas' drain: HAProxy takes a replica out after 2 failed checks 500 ms apart (~1 s), so
+# 3 s leave it 2 s to spare, and keep the load within a minute (the library's default of 5 s
+# passes as well: `python -m tests.deploy.rolling --drain-secs 5`).
+DRAIN_SECS = 3.0
 # Errors a client may retry (the load balancer answered for a replica that died, or the
 # connection dropped): allowed while a replica is SIGKILLed, never otherwise.
 RETRYABLE = {"http 502", "http 503", "http 504", "connection"}
@@ -216,6 +220,8 @@ class Load:
                     outcome, detail = "connection", repr(exc)
                     conn.close()
                     conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                if "SIGKILL" in self.phase:  # in flight when the replica was killed: the kill's
+                    phase = self.phase
                 self.records.append((phase, time.monotonic() - started, outcome, detail))
         finally:
             conn.close()
@@ -245,11 +251,11 @@ def summarize(records: List[tuple], phases: List[str]) -> List[dict]:
     return summary
 
 
-def run(drain_secs: Optional[float] = None, clients: int = CLIENTS, results: pathlib.Path = RESULTS) -> dict:
+def run(drain_secs: Optional[float] = DRAIN_SECS, clients: int = CLIENTS, results: pathlib.Path = RESULTS) -> dict:
     """Run the whole scenario; returns (and writes to ``results``) what happened.
 
     Args:
-        drain_secs: the replicas' ``TritonConfig.drain_secs`` (None: the default users get).
+        drain_secs: the replicas' ``TritonConfig.drain_secs`` (None: the library's default).
     """
     folder = pathlib.Path(tempfile.mkdtemp(prefix="rolling-restart-"))
     ports = free_ports(REPLICAS * 3 + 1)
@@ -292,7 +298,7 @@ def run(drain_secs: Optional[float] = None, clients: int = CLIENTS, results: pat
         victim.signal(signal.SIGKILL)
         victim.wait(30)
         balancer.wait_state(victim.name, "DOWN", 30)
-        phase(f"{victim.name} starting again after SIGKILL")
+        phase(f"{victim.name} starting again after the kill")
         victim.start()
         balancer.wait_state(victim.name, "UP", START_TIMEOUT_S)
         phase("steady at the end")
@@ -346,7 +352,7 @@ def report(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--drain-secs", type=float, default=None, help="the replicas' drain time (default: the library's)")
+    parser.add_argument("--drain-secs", type=float, default=DRAIN_SECS, help=f"the replicas' drain time (default {DRAIN_SECS})")
     parser.add_argument("--results", type=pathlib.Path, default=RESULTS)
     args = parser.parse_args()
     print(report(run(args.drain_secs, results=args.results)))

@@ -16,7 +16,7 @@ import yaml
 
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton
-from tests.functional.conftest import checked_for_leaks, free_config
+from tests.functional.conftest import checked_for_leaks, free_config, port_listening, wait_for
 
 from .test_dockerfile import all_of
 
@@ -131,6 +131,7 @@ def test_tritonserver_exports_the_series_the_adapter_reads():
                     inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
                     outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))], config=ModelConfig(max_batch_size=8))
         triton.run()
+        assert wait_for(lambda: port_listening(config.metrics_port), 10), f"nothing listens on {config.metrics_port}"
         with urllib.request.urlopen(f"http://127.0.0.1:{config.metrics_port}/metrics", timeout=10) as response:
             exported = {line.split("{")[0] for line in response.read().decode().splitlines() if line.startswith("nv_")}
     assert queried == {"nv_inference_pending_request_count", "nv_inference_queue_duration_us", "nv_inference_request_success"}

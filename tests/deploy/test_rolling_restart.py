@@ -21,7 +21,7 @@ def test_rolling_restart_behind_haproxy_loses_no_request():
     if not shutil.which("haproxy") and not os.path.exists("/usr/sbin/haproxy"):
         pytest.fail("haproxy is not installed: run `make test-deploy`, which installs it")
     processes, segments = server_processes(), shm_segments()
-    result = run()  # the replicas drain as users get it by default
+    result = run()
     print("\n" + report(result))
     assert result["requests"] > 1000
     for row in result["phases"]:
