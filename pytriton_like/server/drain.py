@@ -1,10 +1,10 @@
 """Draining: a running tritonserver reports not ready while it keeps serving every model.
 
 tritonserver 2.51 has no call that turns its readiness off. With strict readiness (its default)
-it reports ready only while every model it knows is ready or was unloaded (a model that is loading
-or unloading makes it not ready for that time only). So the drain loads a model
-that cannot load: its config names a backend that does not exist. That load fails at once and
-starts no process; the model stays ``UNAVAILABLE`` with the error as its reason, and from then on
+it reports ready only while every model it knows is ready or was unloaded (a model that is
+loading or unloading makes it not ready for that time only). So the drain loads a model that
+cannot load: its config names a backend that does not exist. That load fails at once and starts
+no process; the model stays ``UNAVAILABLE`` with the error as its reason, and from then on
 ``/v2/health/ready`` answers 400 and gRPC ``ServerReady`` says false, while inference on every
 other model goes on as before. Nothing loads or unloads that model again, so the server stays
 not ready until it exits (measured on the bundled 2.51; docs/deployment.md).
