@@ -47,7 +47,7 @@ from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
 from .server.control import ControlError, ServerControl
 from .server.drain import DRAINING_MODEL, report_not_ready
-from .server.process import ServerProcess, check_ports_free, wait_for_exits
+from .server.process import ServerProcess, ServerState, check_ports_free, wait_for_exits
 from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
 from .server.workspace import Workspace, remove_orphaned_workspaces
 
@@ -511,6 +511,14 @@ class Triton:
             )
 
     def _on_signal(self, signum, _frame) -> None:
+        if signum == signal.SIGTERM and self._state is _State.NEW and not self._stop_requested.is_set():
+            if self._server is not None and self._server.state is ServerState.READY:
+                # tritonserver answers already (a load balancer may send it requests): run()
+                # finishes, then the drain.
+                logger.info("received SIGTERM as the start ends; stopping")
+                self._drain_requested = True
+                self._stop_requested.set()
+                return
         if self._state is not _State.RUNNING:
             self._stop_requested.set()
             raise _SignalWhileStarting(f"received {signal.Signals(signum).name} while starting")
