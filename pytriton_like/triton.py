@@ -48,7 +48,8 @@ from .proxy.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orph
 from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, endpoint_urls, local_url, server_argv
 from .server.control import ControlError, ServerControl
-from .server.process import ServerProcess, check_ports_free, wait_for_exits
+from .server.drain import DRAINING_MODEL, report_not_ready
+from .server.process import ServerProcess, ServerState, check_ports_free, wait_for_exits
 from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
 from .server.workspace import Workspace, remove_orphaned_workspaces
 from .worker.hints import signature_warning
@@ -137,6 +138,8 @@ class Triton:
         self._state = _State.NEW
         self._changed = threading.Condition(threading.RLock())
         self._stop_requested = threading.Event()
+        self._drain_requested = False  # by SIGTERM to serve()
+        self._drain_over = threading.Event()  # a second signal, stop(), or the server's exit ends a drain
         self._workspace: Optional[Workspace] = None
         self._server: Optional[ServerProcess] = None
         self._control: Optional[ServerControl] = None
@@ -530,6 +533,8 @@ class Triton:
             self.run()
             self._console.say("serving; press CTRL+C to stop")
             self._stop_requested.wait()
+            if self._drain_requested:
+                self._drain()
         except _SignalWhileStarting as exc:
             self._console.say("%s; stopping", exc)
         finally:
@@ -544,11 +549,38 @@ class Triton:
             )
 
     def _on_signal(self, signum, _frame) -> None:
+        if signum == signal.SIGTERM and self._state is _State.NEW and not self._stop_requested.is_set():
+            if self._server is not None and self._server.state is ServerState.READY:
+                # tritonserver answers already (a load balancer may send it requests): run()
+                # finishes, then the drain.
+                logger.info("received SIGTERM as the start ends; stopping")
+                self._drain_requested = True
+                self._stop_requested.set()
+                return
         if self._state is not _State.RUNNING:
             self._stop_requested.set()
             raise _SignalWhileStarting(f"received {signal.Signals(signum).name} while starting")
+        if self._stop_requested.is_set():
+            logger.info("received %s; stopping without waiting", signal.Signals(signum).name)
+            self._drain_over.set()
+            return
         self._console.say("received %s; stopping", signal.Signals(signum).name)
+        self._drain_requested = signum == signal.SIGTERM
         self._stop_requested.set()
+
+    def _drain(self) -> None:
+        """Report not ready and go on serving for ``drain_secs`` (docs/deployment.md); stop() follows."""
+        seconds = self._config.drain_time()
+        if seconds <= 0 or not self.is_alive():
+            return
+        if self._control is None:
+            logger.warning("draining without reporting not ready: that needs the HTTP endpoint (allow_http=False)")
+        elif self._config.strict_readiness is False:
+            logger.warning("draining without reporting not ready: that needs strict_readiness (False here)")
+        elif not report_not_ready(self._control, self._workspace.model_repository):
+            logger.warning("draining, but tritonserver still reports ready")
+        self._console.say("draining: serving what comes for %.1f s before stopping (a second signal stops at once)", seconds)
+        self._drain_over.wait(seconds)
 
     def _on_unrecoverable(self, error: BaseException) -> None:
         # Called from a worker thread: stopping joins workers, so it runs on its own thread.
@@ -564,6 +596,7 @@ class Triton:
                 "tritonserver exited unexpectedly with code %s; the end of its log:\n%s", returncode, self._server.log_tail()
             )
             self._stop_requested.set()
+            self._drain_over.set()
 
     def runner(
         self, *, init_timeout_s: Optional[float] = None, inference_timeout_s: Optional[float] = None
@@ -701,6 +734,7 @@ class Triton:
             was_running = self._state is _State.RUNNING
             self._state = _State.STOPPING
         self._stop_requested.set()
+        self._drain_over.set()
         self._shutdown()
         with self._changed:
             self._state = _State.STOPPED
@@ -758,7 +792,8 @@ class Triton:
         except ControlError as exc:
             logger.warning("reading the repository index: %s", exc)
             loaded = []
-        for name in names + sorted(set(loaded) - set(names)):
+        # The draining model stays failed: the server then reports not ready until it exits.
+        for name in names + sorted(set(loaded) - set(names) - {DRAINING_MODEL}):
             try:
                 self._control.unload(name, timeout_s)
             except ControlError as exc:

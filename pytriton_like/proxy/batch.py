@@ -39,7 +39,9 @@ class BatchRelay:
         except (RelayError, ProtocolError, MemoryError, TypeError) as exc:
             message = f"pytriton_like relay failed for model {connection.model!r}: {type(exc).__name__}: {exc}"
             self._metrics.record(count, execute_ns=time.perf_counter_ns() - started, relay_errors=count)
-            return [error_response(message) for _ in requests]
+            # A worker that is gone (its process killed) is UNAVAILABLE (HTTP 503): worth a retry elsewhere.
+            unavailable = isinstance(exc, RelayError)
+            return [error_response(message, unavailable=unavailable) for _ in requests]
         callable_ns = result.extra.get("c", 0)
         if result.error is not None:
             responses, callable_errors, relay_errors = [error_response(result.error) for _ in requests], count, 0
@@ -71,5 +73,9 @@ def response(item, tensors):
     return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, array) for name, array in tensors.items()])
 
 
-def error_response(message: str):
-    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
+def error_response(message: str, unavailable: bool = False):
+    if unavailable:
+        error = pb_utils.TritonError(message, pb_utils.TritonError.UNAVAILABLE)
+    else:
+        error = pb_utils.TritonError(message)
+    return pb_utils.InferenceResponse(output_tensors=[], error=error)

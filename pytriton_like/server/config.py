@@ -21,6 +21,11 @@ DEFAULT_METRICS_PORT = 8002
 # How long either end of a model's relay polls for the message it expects before it sleeps
 # (TritonConfig.relay_spin_us, docs/performance.md).
 DEFAULT_RELAY_SPIN_US = 500
+# How long serve() keeps serving, reported not ready, after SIGTERM (TritonConfig.drain_secs,
+# docs/deployment.md): long enough for a load balancer checking every second or two and for
+# Kubernetes to take the pod out of its endpoints, short enough that the stop after it still fits
+# `docker stop`'s 10 s and Kubernetes' 30 s grace periods.
+DEFAULT_DRAIN_SECS = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +88,12 @@ class TritonConfig:
             field of this class sets (use the field). From the environment:
             ``PYTRITON_TRITON_CONFIG_EXTRA_ARGS=--model-load-thread-count=4`` (one flag) or
             ``..._EXTRA_ARGS_0``, ``..._EXTRA_ARGS_1``... (several).
+        drain_secs: pytriton_like's own setting: on SIGTERM, ``serve()`` first makes the server
+            report not ready (``/v2/health/ready`` answers 400, gRPC ``ServerReady`` false) and
+            keeps serving what comes for this many seconds, then stops as ``stop()`` does (in-flight
+            requests finish). Default 5; 0 stops at once. SIGINT and ``stop()`` do not drain;
+            a second signal cuts the drain short. Needs ``strict_readiness`` (Triton's default).
+            See docs/deployment.md.
     """
 
     id: Optional[str] = None
@@ -130,6 +141,7 @@ class TritonConfig:
     repository_poll_secs: Optional[float] = None
     load_model: Optional[List[str]] = None
     extra_args: Optional[Union[List[str], Dict[str, Any]]] = None
+    drain_secs: Optional[float] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -140,6 +152,8 @@ class TritonConfig:
                 raise PyTritonValidationError(f"TritonConfig: {field} must be within 1..65535, got {port}")
         if self.relay_spin_us is not None and self.relay_spin_us < 0:
             raise PyTritonValidationError(f"TritonConfig: relay_spin_us must be 0 or more, got {self.relay_spin_us}")
+        if self.drain_secs is not None and not self.drain_secs >= 0:
+            raise PyTritonValidationError(f"TritonConfig: drain_secs must be 0 or more, got {self.drain_secs}")
         _check_control_mode(self)
         self.extra_flags()  # refuses what pytriton_like controls, now rather than at run()
 
@@ -154,6 +168,10 @@ class TritonConfig:
     def relay_spin(self) -> int:
         """``relay_spin_us``, or its default when unset."""
         return DEFAULT_RELAY_SPIN_US if self.relay_spin_us is None else self.relay_spin_us
+
+    def drain_time(self) -> float:
+        """``drain_secs``, or its default when unset."""
+        return DEFAULT_DRAIN_SECS if self.drain_secs is None else self.drain_secs
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
@@ -361,6 +379,7 @@ _NOT_FLAGS = {
     "repository_poll_secs",
     "load_model",
     "extra_args",
+    "drain_secs",  # serve()'s drain on SIGTERM, before tritonserver is asked to stop
 }
 
 

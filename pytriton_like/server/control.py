@@ -64,6 +64,14 @@ class ServerControl:
             time.sleep(delay)
             delay = min(delay * 2, _MAX_POLL_S)
 
+    def server_ready(self, timeout_s: float = 10) -> bool:
+        """Whether the server reports ready (``/v2/health/ready`` answers 200)."""
+        try:
+            self._call("GET", "/v2/health/ready", timeout_s)
+        except ControlError:
+            return False
+        return True
+
     def model_ready(self, model_name: str, version: Optional[int] = None, timeout_s: float = 10) -> bool:
         """Whether the model (version) is ready."""
         try:

@@ -136,3 +136,12 @@ def test_cli_serves_a_module_callable_described_by_its_signature():
     assert output.count("] normalized = [[0.6000000238418579, 0.800000011920929], [0.0, 1.0]]") == 2
     assert output.count("] norm = [[5.0], [2.0]]") == 2
     assert "server stopped (exit code 0)" in output
+
+
+def test_deployment_service_reports_ready_answers_and_exports_the_queue_metrics():
+    output = run_example(EXAMPLES / "run.py", "deployment")
+    assert output.count("] live: True, ready: True\n") == 2
+    assert output.count("] Linear y = 2x + 1: [[3.0], [6.0]]\n") == 2
+    for metric in ("nv_inference_pending_request_count", "nv_inference_queue_duration_us", "nv_inference_request_success"):
+        assert output.count(f"] {metric}: present\n") == 2, metric
+    assert "server stopped (exit code 0)" in output

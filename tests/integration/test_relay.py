@@ -56,11 +56,17 @@ class FakeTensor:
 
 
 class FakeTritonError:
-    def __init__(self, message):
+    INTERNAL, UNAVAILABLE = "INTERNAL", "UNAVAILABLE"  # two of pb_utils.TritonError's codes
+
+    def __init__(self, message, code=INTERNAL):  # INTERNAL: the stub's default, HTTP 500
         self._message = message
+        self._code = code
 
     def message(self):
         return self._message
+
+    def code(self):
+        return self._code
 
 
 class FakeInferenceResponse:
@@ -628,6 +634,7 @@ def test_a_worker_gone_mid_batch_fails_the_batch_at_once(proxy_module, tmp_path)
         (response,) = execute(proxy, FakeInferenceRequest({"x": np.ones(1)}))
         assert "lost the worker at unix://" in response.error.message()
         assert "the connection closed" in response.error.message()
+        assert response.error.code() == FakeTritonError.UNAVAILABLE  # HTTP 503, gRPC UNAVAILABLE: retry elsewhere
     finally:
         proxy.finalize()
         worker.close()

@@ -219,6 +219,15 @@ def test_port_bounds_accepted(port):
     assert TritonConfig(http_port=port, grpc_port=port, metrics_port=port).http_port == port
 
 
+def test_drain_defaults_to_5_s_and_takes_zero_and_the_environment():
+    assert TritonConfig().drain_time() == 5.0
+    assert TritonConfig(drain_secs=0).drain_time() == 0
+    assert TritonConfig.from_env(env(drain_secs="12.5")).drain_time() == 12.5
+    assert not any("drain" in arg for arg in argv(TritonConfig(drain_secs=3), startup=["m"]))
+    with pytest.raises(PyTritonValidationError, match=r"drain_secs must be 0 or more, got -1"):
+        TritonConfig(drain_secs=-1)
+
+
 def test_relay_spin_defaults_to_500_us_and_takes_zero_and_the_environment():
     assert TritonConfig().relay_spin() == 500
     assert TritonConfig(relay_spin_us=0).relay_spin() == 0
@@ -360,7 +369,7 @@ def test_argv_every_flag_is_a_tritonserver_option():
     # spin, and the control mode pytriton_like runs over the user's repository (the server stays explicit).
     assert unset == [
         "model_repository", "log_file", "shm_limit_bytes", "relay_spin_us", "model_control_mode",
-        "repository_poll_secs", "load_model", "extra_args",
+        "repository_poll_secs", "load_model", "extra_args", "drain_secs",
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS
