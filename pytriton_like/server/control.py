@@ -67,10 +67,9 @@ class ServerControl:
     def server_ready(self, timeout_s: float = 10) -> bool:
         """Whether the server reports ready (``/v2/health/ready`` answers 200)."""
         try:
-            self._call("GET", "/v2/health/ready", timeout_s)
+            return self._call(timeout_s, lambda client: client.is_server_ready(headers=self._headers))
         except ControlError:
             return False
-        return True
 
     def model_ready(self, model_name: str, version: Optional[int] = None, timeout_s: float = 10) -> bool:
         """Whether the model (version) is ready."""
