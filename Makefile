@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test soak venv clean sanitize fuzz
+.PHONY: demo test soak test-deploy venv clean sanitize fuzz
 
 venv: $(STAMP)
 
@@ -23,6 +23,16 @@ test: $(STAMP)
 # 60 s of 32 clients against a real server (tests/soak); results in tests/soak/results/latest.json.
 soak: $(STAMP)
 	$(BIN)/python -m pytest tests/soak -m soak -s -q
+
+# Three replicas behind HAProxy (Debian's package, installed here), each restarted under load and
+# one SIGKILLed; the container's entrypoint under tini; the Dockerfile and Kubernetes checks.
+# Results in tests/deploy/results/latest.json (docs/deployment.md).
+NEED_DEPLOY := (command -v haproxy && command -v tini) >/dev/null || apt-get install -y haproxy tini \
+	|| (apt-get update && apt-get install -y haproxy tini)
+
+test-deploy: $(STAMP)
+	@$(NEED_DEPLOY)
+	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache pytriton_like/relay/*.so

@@ -222,7 +222,8 @@ static struct slot* acquire_slot(struct instance_state* inst) {
 }
 
 /* Fails every request (or open stream) of the slot with message, then frees it. */
-static void fail_slot(struct instance_state* inst, struct slot* slot, const char* message, int relay) {
+static void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code, const char* message,
+                      int relay) {
   struct model_state* model = inst->model;
   uint64_t failed = 0;
   if (model->settings.decoupled) {
@@ -231,7 +232,7 @@ static void fail_slot(struct instance_state* inst, struct slot* slot, const char
       if (slot->open[i]) {
         TRITONBACKEND_Response* response;
         if (!relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__))
-          send_error_response(response, TRITONSERVER_ERROR_INTERNAL, message);
+          send_error_response(response, code, message);
         failed++;
       }
       relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
@@ -240,7 +241,7 @@ static void fail_slot(struct instance_state* inst, struct slot* slot, const char
   } else {
     uint64_t end = now_ns();
     for (uint32_t i = 0; i < slot->count; i++) {
-      respond_error(slot->requests[i], TRITONSERVER_ERROR_INTERNAL, message);
+      respond_error(slot->requests[i], code, message);
       finish_request(inst, slot->requests[i], 0, slot->exec_start_ns, slot->compute_start_ns ? slot->compute_start_ns : end,
                      end);
     }
@@ -250,10 +251,13 @@ static void fail_slot(struct instance_state* inst, struct slot* slot, const char
   release_slot(inst, slot);
 }
 
-static void relay_failure(struct instance_state* inst, struct slot* slot, const char* problem) {
+/* The relay failed the slot's batch. UNAVAILABLE (HTTP 503) when the worker is gone: worth a retry
+ * on another server; INTERNAL for the rest. */
+static void relay_failure(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code,
+                          const char* problem) {
   char message[1024];
   snprintf(message, sizeof(message), "pytriton_like relay failed for model '%s': %s", inst->model->name, problem);
-  fail_slot(inst, slot, message, 1);
+  fail_slot(inst, slot, code, message, 1);
 }
 
 /* The worker is gone: every batch sent to it fails now, and so will every later one. */
@@ -274,7 +278,7 @@ static void lose_worker(struct instance_state* inst, const char* why) {
     int sent = inst->slots[i].state == SLOT_SENT;
     if (sent) inst->slots[i].state = SLOT_FILLING; /* ours to fail now */
     pthread_mutex_unlock(&inst->lock);
-    if (sent) relay_failure(inst, &inst->slots[i], inst->why);
+    if (sent) relay_failure(inst, &inst->slots[i], TRITONSERVER_ERROR_UNAVAILABLE, inst->why);
   }
 }
 
@@ -532,7 +536,8 @@ static int stream_result(struct instance_state* inst, struct slot* slot, const s
   int final = (header->flags & WIRE_FINAL) != 0;
   if (header->flags & WIRE_FAILED) {
     metrics_add(&model->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
-    fail_slot(inst, slot, scratch(inst, (const char*)cursor->body + WIRE_HEADER_SIZE, header->text_len), 0);
+    fail_slot(inst, slot, TRITONSERVER_ERROR_INTERNAL,
+              scratch(inst, (const char*)cursor->body + WIRE_HEADER_SIZE, header->text_len), 0);
     return 1;
   }
   uint64_t failures = 0;
@@ -588,7 +593,7 @@ static void fail_in_flight(struct instance_state* inst, const char* message) {
     int sent = inst->slots[i].state == SLOT_SENT;
     if (sent) inst->slots[i].state = SLOT_FILLING; /* ours to fail now */
     pthread_mutex_unlock(&inst->lock);
-    if (sent) relay_failure(inst, &inst->slots[i], message);
+    if (sent) relay_failure(inst, &inst->slots[i], TRITONSERVER_ERROR_INTERNAL, message);
   }
 }
 
@@ -632,7 +637,7 @@ static void dispatch(struct instance_state* inst, int fd) {
     char message[512];
     snprintf(message, sizeof(message), "malformed answer from the worker: %s", problem);
     relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model %s: %s", inst->model->name, message);
-    relay_failure(inst, slot, message);
+    relay_failure(inst, slot, TRITONSERVER_ERROR_INTERNAL, message);
     return;
   }
   if (inst->model->settings.decoupled) {
@@ -904,7 +909,7 @@ static int send_batch(struct instance_state* inst, struct slot* slot) {
   if (!dead) slot->state = SLOT_SENT; /* from here the answer may come at any moment */
   pthread_mutex_unlock(&inst->lock);
   if (dead) {
-    relay_failure(inst, slot, inst->why);
+    relay_failure(inst, slot, TRITONSERVER_ERROR_UNAVAILABLE, inst->why);
     return -1;
   }
   slot->compute_start_ns = now_ns();
@@ -925,7 +930,7 @@ static int send_batch(struct instance_state* inst, struct slot* slot) {
   if (ours) {
     char why[256];
     snprintf(why, sizeof(why), "cannot send to the worker: %s", strerror(error));
-    relay_failure(inst, slot, why);
+    relay_failure(inst, slot, TRITONSERVER_ERROR_UNAVAILABLE, why);
   }
   return -1;
 }
@@ -994,7 +999,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
   int sent = 0;
   TRITONSERVER_Error* error = encode_batch(inst, slot, message, sizeof(message));
   if (error != NULL) {
-    relay_failure(inst, slot, TRITONSERVER_ErrorMessage(error));
+    relay_failure(inst, slot, TRITONSERVER_ERROR_INTERNAL, TRITONSERVER_ErrorMessage(error));
     TRITONSERVER_ErrorDelete(error);
   } else {
     sent = send_batch(inst, slot) == 0;

@@ -74,8 +74,10 @@ class PyTritonServerError(PyTritonError):
         log_tail: the last lines of the server log, when known.
     """
 
+    TAIL_HEADER = "\n--- tail of the tritonserver log ---\n"
+
     def __init__(self, message: str, log_tail: Optional[str] = None):
-        full = message if not log_tail else f"{message}\n--- tail of the tritonserver log ---\n{log_tail}"
+        full = message if not log_tail else f"{message}{self.TAIL_HEADER}{log_tail}"
         super().__init__(full)
         self.log_tail = log_tail
 

@@ -23,9 +23,10 @@ import signal
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .access_tokens import remove_token, write_token
+from .console import Console
 from .exceptions import (
     PyTritonInvalidOperationError,
     PyTritonServerError,
@@ -41,14 +42,17 @@ from .models.model import Model
 from .models.poller import RepositoryPoller
 from .models.registry import BoundModels
 from .models.repository import remove_model_entry, write_ensemble_entry
-from .models.user_repository import ModelRepository
+from .models.s3_repository import is_s3_url
+from .models.user_repository import open_repository, repository_location
 from .relay.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
-from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
+from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, endpoint_urls, local_url, server_argv
 from .server.control import ControlError, ServerControl
-from .server.process import ServerProcess, check_ports_free
+from .server.drain import DRAINING_MODEL, report_not_ready
+from .server.process import ServerProcess, ServerState, check_ports_free
 from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
 from .server.workspace import Workspace, remove_orphaned_workspaces
+from .worker.hints import signature_warning
 
 if TYPE_CHECKING:
     from .runner import TritonRunner
@@ -92,15 +96,16 @@ class Triton:
             environment variables, then Triton's defaults.
         workspace: folder for the model repository, sockets and log; a temporary folder
             (removed at stop) when ``None``.
-        model_repository: a folder of hand-written models to serve next to the bound ones, loaded
-            as ``config.model_control_mode`` says (see docs/model_management.md); given here, it
+        model_repository: a folder of hand-written models to serve next to the bound ones, or an
+            ``s3://`` URL of one (credentials from the AWS environment variables), loaded as
+            ``config.model_control_mode`` says (see docs/model_management.md); given here, it
             wins over ``config.model_repository``.
         security_config: which API groups need the access token (``None``: the model-repository,
             shared-memory, statistics, trace and logging groups, with a random token; see
             docs/security.md). :meth:`get_access_token` tells the token.
 
     Raises:
-        PyTritonValidationError: the model repository is not a folder, or the security config
+        PyTritonValidationError: the model repository is not a folder (or a malformed S3 URL), or the security config
             restricts an API group that ``config.http_restricted_api`` /
             ``config.grpc_restricted_protocol`` restrict too.
     """
@@ -121,9 +126,9 @@ class Triton:
             )
         check_restriction_overlap(self._config, self._security)
         if model_repository is not None:
-            self._config = dataclasses.replace(self._config, model_repository=pathlib.Path(model_repository))
+            self._config = dataclasses.replace(self._config, model_repository=repository_location(model_repository))
         repository = self._config.model_repository
-        self._repository = ModelRepository(repository) if repository is not None else None
+        self._repository = open_repository(repository) if repository is not None else None
         self._poller: Optional[RepositoryPoller] = None
         self._workspace_path = workspace
         self._id = next(_instance_ids)
@@ -133,12 +138,16 @@ class Triton:
         self._state = _State.NEW
         self._changed = threading.Condition(threading.RLock())
         self._stop_requested = threading.Event()
+        self._drain_requested = False  # by SIGTERM to serve()
+        self._drain_over = threading.Event()  # a second signal, stop(), or the server's exit ends a drain
         self._workspace: Optional[Workspace] = None
         self._server: Optional[ServerProcess] = None
         self._control: Optional[ServerControl] = None
         self._loopback: Optional[LoopbackClients] = None
         self._failure: Optional[BaseException] = None
         self._server_exit: Optional[int] = None  # tritonserver's exit code, when it exited on its own
+        self._console = Console(logger)  # serve() prints its lines when no logging is configured
+        self._started_models: List[Tuple[str, str, Optional[int]]] = []  # (what, name, version) loaded at start
 
     # -- context manager -------------------------------------------------------------------
 
@@ -191,6 +200,9 @@ class Triton:
                 raise PyTritonValidationError(
                     f"model {model_name!r}: infer_func must be callable, got {type(func).__name__}: {func!r}"
                 )
+        problem = signature_warning(funcs[0])  # the instances' callables are alike
+        if problem is not None:
+            logger.warning("model %s: %s", model_name, problem)
         config = config or ModelConfig()
         try:
             model_config = TritonModelConfig(
@@ -319,7 +331,7 @@ class Triton:
             raise PyTritonServerError(
                 f"tritonserver failed to load ensemble {config.model_name!r}: {exc}", log_tail=self._server.log_tail()
             ) from None
-        logger.info("ensemble %s loaded", config.model_name)
+        self._say_ready("ensemble", config.model_name, config.model_version)
 
     def _setup(self, model: Model) -> None:
         workspace = self._workspace
@@ -353,7 +365,7 @@ class Triton:
         except BaseException:
             self._forget(model)
             raise
-        logger.info("model %s version %s loaded", model.name, model.version)
+        self._say_ready("model", model.name, model.version)
 
     def _forget(self, model: Model) -> None:
         """Undo the binding of a model version that failed to load."""
@@ -421,14 +433,17 @@ class Triton:
         logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         self._server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
         self._server.add_exit_listener(self._on_server_exit)
-        self._server.start(_START_TIMEOUT_S)
+        try:
+            self._server.start(_START_TIMEOUT_S)
+        except PyTritonServerError as exc:
+            raise _name_remote_repository(exc, self._repository) from None
+        expected = [("model", model.name, model.version) for model in self._models]
+        expected += [("model", name, None) for name in repository_models]
+        expected += [("ensemble", name, ensemble.model_version) for name, ensemble in self._ensembles.items()]
         if config.allow_http is not False:
             self._control = ServerControl(
                 connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
             )
-            expected = [("model", model.name, model.version) for model in self._models]
-            expected += [("model", name, None) for name in repository_models]
-            expected += [("ensemble", name, ensemble.model_version) for name, ensemble in self._ensembles.items()]
             for what, name, version in expected:
                 if not self._control.model_ready(name, version):
                     raise PyTritonServerError(
@@ -448,7 +463,28 @@ class Triton:
             for endpoint in ("HTTP", "gRPC"):
                 if endpoint in config.ports:
                     write_token(config.ports[endpoint], self._security.access_token)
-        logger.info("Triton ready: %s", ", ".join(f"{k} on port {v}" for k, v in config.ports.items()))
+        self._started_models = expected
+        self._say_started()
+
+    def _say_started(self) -> None:
+        """One line per endpoint (its url, and whether it listens on every interface), then one per
+        model that was ready at start."""
+        config = self._config
+        addresses = {"HTTP": config.http_address, "gRPC": config.grpc_address, "metrics": config.metrics_address}
+        for endpoint, url in endpoint_urls(config).items():
+            everywhere = connect_host(addresses[endpoint]) != addresses[endpoint]
+            self._console.say("%s on %s%s", endpoint, url, " (listening on all interfaces)" if everywhere else "")
+        for what, name, version in self._started_models:
+            self._say_ready(what, name, version)
+
+    def _say_ready(self, what: str, name: str, version: Optional[int]) -> None:
+        """The line of a model that is ready, with the url its inference requests go to over HTTP."""
+        numbered = f" version {version}" if version is not None else ""
+        if "HTTP" in self._config.ports:
+            url = f"{local_url(self._config, 'HTTP')}/v2/models/{name}/infer"
+            self._console.say("%s %s%s ready: %s", what, name, numbered, url)
+        else:
+            self._console.say("%s %s%s ready", what, name, numbered)
 
     def _startup_repository_models(self) -> List[str]:
         """The models of the user's repository to load at start, checked (names, config.pbtxt)."""
@@ -491,15 +527,22 @@ class Triton:
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 restore[signum] = signal.signal(signum, self._on_signal)
+        self._console.printing = True
         try:
+            if self._state is _State.RUNNING:  # run() before: its lines were only logged
+                self._say_started()
             self.run()
+            self._console.say("serving; press CTRL+C to stop")
             self._stop_requested.wait()
+            if self._drain_requested:
+                self._drain()
         except _SignalWhileStarting as exc:
-            logger.info("%s; stopping", exc)
+            self._console.say("%s; stopping", exc)
         finally:
             for signum, handler in restore.items():
                 signal.signal(signum, handler)
             self.stop()
+            self._console.printing = False
         if self._server_exit is not None:
             raise PyTritonServerError(
                 f"tritonserver exited unexpectedly with code {self._server_exit} while serving",
@@ -507,11 +550,38 @@ class Triton:
             )
 
     def _on_signal(self, signum, _frame) -> None:
+        if signum == signal.SIGTERM and self._state is _State.NEW and not self._stop_requested.is_set():
+            if self._server is not None and self._server.state is ServerState.READY:
+                # tritonserver answers already (a load balancer may send it requests): run()
+                # finishes, then the drain.
+                logger.info("received SIGTERM as the start ends; stopping")
+                self._drain_requested = True
+                self._stop_requested.set()
+                return
         if self._state is not _State.RUNNING:
             self._stop_requested.set()
             raise _SignalWhileStarting(f"received {signal.Signals(signum).name} while starting")
-        logger.info("received %s; stopping", signal.Signals(signum).name)
+        if self._stop_requested.is_set():
+            logger.info("received %s; stopping without waiting", signal.Signals(signum).name)
+            self._drain_over.set()
+            return
+        self._console.say("received %s; stopping", signal.Signals(signum).name)
+        self._drain_requested = signum == signal.SIGTERM
         self._stop_requested.set()
+
+    def _drain(self) -> None:
+        """Report not ready and go on serving for ``drain_secs`` (docs/deployment.md); stop() follows."""
+        seconds = self._config.drain_time()
+        if seconds <= 0 or not self.is_alive():
+            return
+        if self._control is None:
+            logger.warning("draining without reporting not ready: that needs the HTTP endpoint (allow_http=False)")
+        elif self._config.strict_readiness is False:
+            logger.warning("draining without reporting not ready: that needs strict_readiness (False here)")
+        elif not report_not_ready(self._control, self._workspace.model_repository):
+            logger.warning("draining, but tritonserver still reports ready")
+        self._console.say("draining: serving what comes for %.1f s before stopping (a second signal stops at once)", seconds)
+        self._drain_over.wait(seconds)
 
     def _on_unrecoverable(self, error: BaseException) -> None:
         # Called from a worker thread: stopping joins workers, so it runs on its own thread.
@@ -527,6 +597,7 @@ class Triton:
                 "tritonserver exited unexpectedly with code %s; the end of its log:\n%s", returncode, self._server.log_tail()
             )
             self._stop_requested.set()
+            self._drain_over.set()
 
     def runner(
         self, *, init_timeout_s: Optional[float] = None, inference_timeout_s: Optional[float] = None
@@ -584,7 +655,7 @@ class Triton:
                 raise PyTritonServerError(
                     f"tritonserver failed to load model {model_name!r}: {exc}", log_tail=self._server.log_tail()
                 ) from None
-        logger.info("model %s loaded", model_name)
+        self._say_ready("model", model_name, None)
 
     def unload_model(self, model_name: str) -> None:
         """Unload a model (every version); returns once Triton has unloaded it.
@@ -664,6 +735,7 @@ class Triton:
             was_running = self._state is _State.RUNNING
             self._state = _State.STOPPING
         self._stop_requested.set()
+        self._drain_over.set()
         self._shutdown()
         with self._changed:
             self._state = _State.STOPPED
@@ -706,7 +778,7 @@ class Triton:
                 model.teardown(self._workspace.model_repository)
             self._workspace.close()
         unlink_segments(os.getpid(), f"t{self._id}m")
-        logger.info("Triton stopped")
+        self._console.say("stopped")
 
     def _unload_models(self, timeout_s: float) -> bool:
         """Unload every model (bound or not) and wait (up to ``timeout_s``) until they are unloaded.
@@ -721,7 +793,8 @@ class Triton:
         except ControlError as exc:
             logger.warning("reading the repository index: %s", exc)
             loaded = []
-        for name in names + sorted(set(loaded) - set(names)):
+        # The draining model stays failed: the server then reports not ready until it exits.
+        for name in names + sorted(set(loaded) - set(names) - {DRAINING_MODEL}):
             try:
                 self._control.unload(name, timeout_s)
             except ControlError as exc:
@@ -773,6 +846,15 @@ def _remove_regions(names) -> None:
                 logger.warning("removed shared memory %s left by the server", name)
             except FileNotFoundError:
                 pass
+
+
+def _name_remote_repository(error: PyTritonServerError, repository: Any) -> PyTritonServerError:
+    """A start failure of a server with an S3 repository whose log blames S3: the error names the URL."""
+    path = getattr(repository, "path", None)
+    if not (is_s3_url(path) and "S3" in str(error)):
+        return error
+    message = str(error).split(PyTritonServerError.TAIL_HEADER, 1)[0]
+    return PyTritonServerError(f"tritonserver could not read model repository {path}: {message}", log_tail=error.log_tail)
 
 
 def _bind_address(config: TritonConfig) -> str:

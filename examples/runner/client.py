@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Call both models of server.py through a TritonRunner: synchronously, then with asyncio."""
+"""Call the models of server.py through a TritonRunner, synchronously and with asyncio, and use the
+runner's server calls: metadata, log settings, shared-memory status, streaming (gRPC)."""
 
 import argparse
 import asyncio
@@ -22,6 +23,15 @@ def call_sync(url: str, init_timeout_s: float) -> None:
         print(f"[{url}] sync Scale scaled = {scaled.as_numpy('scaled').tolist()}"
               f" (model {response['model_name']} version {response['model_version']})")
         print(f"[{url}] Scale ready: {runner.is_model_ready('Scale')}")
+        # the server calls (BentoML's list); the restricted ones carry the token found on this host
+        print(f"[{url}] server {runner.get_server_metadata()['version']} live: {runner.is_server_live()}")
+        print(f"[{url}] AddSub inputs: {[i['name'] for i in runner.get_model_metadata('AddSub')['inputs']]}")
+        print(f"[{url}] log format (TritonConfig.extra_args): {runner.get_log_settings()['log_format']}")
+        print(f"[{url}] trace level: {runner.get_trace_settings()['trace_level']}")
+        print(f"[{url}] system shared-memory regions: {runner.get_system_shared_memory_status()}")
+        if url.startswith("grpc://"):  # Triton streams over gRPC only
+            counted = [response["i"].item() for response in runner.Count.stream_infer(np.array([[3]], np.int32))]
+            print(f"[{url}] stream_infer Count: {counted}")
 
 
 async def call_async(url: str, init_timeout_s: float) -> None:
@@ -34,6 +44,7 @@ async def call_async(url: str, init_timeout_s: float) -> None:
         print(f"[{url}] async Scale scaled = {scaled.as_numpy('scaled').tolist()}")
         config = await runner.async_get_model_config("AddSub")
         print(f"[{url}] AddSub max_batch_size: {config['max_batch_size']}")
+        print(f"[{url}] async server ready: {await runner.async_is_server_ready()}")
 
 
 def main():

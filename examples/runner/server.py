@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Serve two models for the runner example: AddSub (batches) and Scale (does not batch).
+"""Serve three models for the runner example: AddSub (batches), Scale (does not batch) and Count (streams).
+
+The server also gets two tritonserver options TritonConfig does not name (``extra_args``): the
+client sees one of them in the server's log settings.
 
 Run it, then call it with client.py. Ports come from TritonConfig's defaults (8000 HTTP,
 8001 gRPC, 8002 metrics) or from PYTRITON_TRITON_CONFIG_HTTP_PORT and friends.
@@ -11,7 +14,7 @@ import numpy as np
 
 from pytriton_like.decorators import batch
 from pytriton_like.model_config import ModelConfig, Tensor
-from pytriton_like.triton import Triton
+from pytriton_like.triton import Triton, TritonConfig
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 logger = logging.getLogger("examples.runner.server")
@@ -27,9 +30,17 @@ def scale(requests):
     return [{"scaled": request["x"] * 10} for request in requests]
 
 
+def count(requests):
+    """A decoupled model: responses 0, 1, ... n - 1 to each request (the runner's stream_infer)."""
+    for step in range(int(requests[0]["n"].flat[0])):
+        yield [{"i": np.full_like(request["n"], step)} for request in requests]
+
+
 def main():
     vector = dict(dtype=np.float32, shape=(-1,))
-    with Triton() as triton:
+    # any tritonserver option TritonConfig does not name; the ones pytriton_like controls are refused
+    config = TritonConfig(extra_args={"log-format": "ISO8601", "model-load-thread-count": 2})
+    with Triton(config=config) as triton:
         triton.bind(
             model_name="AddSub",
             infer_func=add_sub,
@@ -44,7 +55,14 @@ def main():
             outputs=[Tensor(name="scaled", **vector)],
             config=ModelConfig(batching=False),
         )
-        logger.info("serving AddSub and Scale; stop with Ctrl-C")
+        triton.bind(
+            model_name="Count",
+            infer_func=count,
+            inputs=[Tensor(name="n", dtype=np.int32, shape=(1,))],
+            outputs=[Tensor(name="i", dtype=np.int32, shape=(1,))],
+            config=ModelConfig(max_batch_size=4, decoupled=True),
+        )
+        logger.info("serving AddSub, Scale and Count; stop with Ctrl-C")
         triton.serve()
 
 

@@ -7,7 +7,7 @@ event loop (aiohttp sessions belong to a loop), and the client must then stay in
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tritonclient.grpc.aio
@@ -21,7 +21,8 @@ from .exceptions import (
     PyTritonClientTimeoutError,
 )
 from .inference import InferRequest, ParametersT, SequenceIdT
-from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
+from .readiness import IndexAnswer, Readiness, ReadinessWaiter
+from .shared_memory import Region, RegionPool, dead_owner_regions
 from .url import Protocol
 
 __all__ = ["AsyncioModelClient"]
@@ -71,10 +72,58 @@ class _AsyncConnections:
         return tritonclient.http.aio.InferenceServerClient(address, conn_timeout=timeout_s)
 
 
+class _AsyncSharedRegions:
+    """The shared-memory regions of an AsyncioModelClient (see ``sync._SharedRegions``), registered through ``call``."""
+
+    def __init__(self, call: Callable[..., Awaitable[Any]]):
+        self._call = call  # AsyncioModelClient.call_server
+        self._pool = RegionPool()
+
+    async def take(self, size: int) -> Region:
+        if self._pool.first_use():
+            await self._forget_dead_clients()
+        region, replaced, new = self._pool.take(size)
+        if replaced is not None:
+            await self._unregister(replaced)
+        if new:
+            try:
+                await self._call(
+                    "register_system_shared_memory", name=region.name, key=region.key, byte_size=region.size
+                )
+            except BaseException:
+                self._pool.drop(region)
+                raise
+        return region
+
+    def give_back(self, region: Region) -> None:
+        self._pool.give_back(region)
+
+    async def close(self) -> None:
+        for region in self._pool.close_all():
+            await self._unregister(region)
+
+    async def _unregister(self, region: Region) -> None:
+        try:
+            await self._call("unregister_system_shared_memory", name=region.name)
+        except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
+            _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
+        region.close()
+
+    async def _forget_dead_clients(self) -> None:
+        try:
+            regions = await self._call("get_system_shared_memory_status")
+            for name in dead_owner_regions([region["name"] for region in regions]):
+                await self._call("unregister_system_shared_memory", name=name)
+                _LOGGER.info("unregistered shared-memory region %s of a client that died", name)
+        except Exception:  # noqa: BLE001 - a cleanup of others' leftovers must not fail this client
+            _LOGGER.debug("cleaning up the regions of dead clients failed", exc_info=True)
+
+
 class AsyncioModelClient:
     """Asyncio client of one model served by Triton Inference Server.
 
-    Arguments, behaviour and errors are those of :class:`~pytriton_like.client.sync.ModelClient`;
+    Arguments (``use_shared_memory`` too), behaviour and errors are those of
+    :class:`~pytriton_like.client.sync.ModelClient`;
     the methods are coroutines, ``model_config`` is awaited (``await client.model_config``) and
     ``lazy_init=False`` takes effect in ``async with``.
 
@@ -95,6 +144,7 @@ class AsyncioModelClient:
         model_config: Optional[TritonModelConfig] = None,
         ensure_model_is_ready: bool = True,
         access_token: Optional[str] = None,
+        use_shared_memory: bool = False,
     ):
         self._core = ClientCore(
             url,
@@ -104,8 +154,10 @@ class AsyncioModelClient:
             inference_timeout_s=inference_timeout_s,
             model_config=model_config,
             access_token=access_token,
+            use_shared_memory=use_shared_memory,
         )
         self._connections = _AsyncConnections(self._core)
+        self._shared = _AsyncSharedRegions(self.call_server) if use_shared_memory else None
         self._lazy_init = lazy_init
         self._ready = model_config is not None and not ensure_model_is_ready
         self._ready_lock: Optional[asyncio.Lock] = None
@@ -184,6 +236,17 @@ class AsyncioModelClient:
         response = await self._call("statistics request", timeout_s, client.get_inference_statistics(**kwargs))
         return self._core.raw_statistics(response)
 
+    async def call_server(self, call: str, /, **arguments: Any) -> Any:
+        """A server-wide call of tritonclient's API (see ``ModelClient.call_server``)."""
+        self._core.check_open()
+        server_call = self._core.server_call(call, arguments)
+        client = self._connections.get(_CONTROL)
+        method = getattr(client, server_call.method)
+        server_wide = not server_call.kwargs.get("model_name")
+        with self._core.errors(server_call.operation, self._core.control_timeout_s(), server_wide=server_wide):
+            response = await asyncio.wait_for(method(**server_call.kwargs), self._core.control_timeout_s())
+        return server_call.convert(response)
+
     async def infer_sample(
         self,
         *inputs: np.ndarray,
@@ -231,7 +294,9 @@ class AsyncioModelClient:
         return await self._infer(call)
 
     async def close(self) -> None:
-        """Closes the connections. Idempotent."""
+        """Closes the connections (and unregisters and unlinks the shared-memory regions). Idempotent."""
+        if self._shared is not None and not self._core.closed:
+            await self._shared.close()
         self._core.close()
         await self._connections.close()
 
@@ -259,8 +324,38 @@ class AsyncioModelClient:
         return request, result
 
     async def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        if self._shared is not None:
+            return await self._infer_shared(call)
         request, result = await self.send(call)
         return self._core.finish(result, request)
+
+    async def _infer_shared(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        """Inference through a shared-memory region (see ``ModelClient._infer_shared``)."""
+        self._core.check_open()
+        await self._ensure_ready()
+        by_socket: List[str] = []
+        while True:
+            layout = self._core.shared_layout(call, by_socket=by_socket)
+            region = await self._shared.take(layout.size) if layout is not None else None
+            try:
+                request = self._core.prepare(call, shared=(region, layout) if region is not None else None)
+                client = self._connections.get(_INFERENCE)
+                timeout_s = self._core.inference_timeout_s
+                try:
+                    with self._core.errors("inference", timeout_s):
+                        result = await client.infer(**request.infer_kwargs(), **self._core.grpc_kwargs(timeout_s))
+                except PyTritonClientInferenceServerError as exc:
+                    output = self._core.shared_memory_retry(exc, call)
+                    if output is None or layout is None or output not in layout.outputs:
+                        raise
+                    by_socket.append(output)
+                    continue
+                arrays = self._core.finish(result, request)
+            finally:
+                if region is not None:
+                    self._shared.give_back(region)
+            self._core.learn_output_sizes(arrays)
+            return arrays
 
     async def _call(self, operation: str, timeout_s: float, call: Awaitable[Any]) -> Any:
         # wait_for bounds HTTP calls too: tritonclient.http.aio has one timeout per client, not per call
@@ -304,8 +399,10 @@ class AsyncioModelClient:
                     return
                 waiter.record(readiness)
             if waiter.expired():
-                state = await self._model_state() if waiter.needs_model_state() else None
-                raise waiter.failure(state) from waiter.last_error
+                answer = await self._index_answer() if waiter.needs_model_state() else None
+                raise waiter.failure(answer) from waiter.last_error
+            if waiter.report_due():
+                waiter.report(await self._index_answer())
             await asyncio.sleep(waiter.next_delay())
             self._core.check_open()
 
@@ -329,14 +426,15 @@ class AsyncioModelClient:
             return Readiness.MODEL_NOT_READY
         return Readiness.READY
 
-    async def _model_state(self) -> Optional[Tuple[ModelState, Optional[str]]]:
+    async def _index_answer(self) -> IndexAnswer:
+        """The server's repository index, or the error that kept it (refused without the token, timed out...)."""
         timeout_s = self._core.verdict_timeout_s()
         try:
             with self._core.errors("repository index request", timeout_s):
                 index = await self._connections.get(_CONTROL).get_model_repository_index(
                     **self._core.control_kwargs(timeout_s)
                 )
-        except _NOT_YET:
+        except _NOT_YET as exc:
             _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
-            return None
-        return model_state_from_index(self._core.raw_index(index), self._core.model_name, self._core.model_version)
+            return IndexAnswer(error=exc)
+        return IndexAnswer(entries=self._core.raw_index(index))

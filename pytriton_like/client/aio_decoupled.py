@@ -82,7 +82,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         when the iteration starts. Arguments, responses and errors are those of
         :meth:`DecoupledModelClient.infer_sample <pytriton_like.client.decoupled.DecoupledModelClient.infer_sample>`.
         """
-        return self._stream(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
+        return self.stream(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
 
     def infer_batch(  # type: ignore[override] - an async iterator, not a coroutine
         self,
@@ -96,13 +96,14 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         Raises:
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
         """
-        return self._stream(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
+        return self.stream(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
 
     async def __aenter__(self) -> "AsyncioDecoupledModelClient":
         await super().__aenter__()
         return self
 
-    async def _stream(self, call: CallArgs) -> AsyncIterator[Dict[str, np.ndarray]]:
+    async def stream(self, call: CallArgs) -> AsyncIterator[Dict[str, np.ndarray]]:
+        """The async iterator of the responses to one checked call (see ``DecoupledModelClient.stream``)."""
         core = self._core
         core.check_open()
         await self._ensure_ready()

@@ -37,9 +37,12 @@ from .inference import (
     verify_parameters,
     verify_flag,
     verify_sequence,
+    wire_arrays,
 )
 from .management import index_entries, message_to_dict
 from .readiness import ReadinessWaiter
+from .server_calls import ServerCall, build_server_call
+from .shared_memory import Layout, needed_output_bytes, plan_layout
 from .url import Protocol, TritonUrl
 
 __all__ = [
@@ -133,10 +136,13 @@ class ClientCore:
         access_token: token for Triton's restricted endpoints, sent with every call; ``None``:
             for a server on this host, the token its owner recorded (access_tokens.py), once
             a restricted call needs it.
+        use_shared_memory: pass large tensors through system shared memory registered with the
+            server (client/shared_memory.py); the server must be on this host.
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
-        PyTritonClientValueError: a bad model name, version or timeout.
+        PyTritonClientValueError: a bad model name, version or timeout, or shared memory with a
+            server on another host.
     """
 
     def __init__(
@@ -149,6 +155,7 @@ class ClientCore:
         inference_timeout_s: Optional[float] = None,
         model_config: Optional[TritonModelConfig] = None,
         access_token: Optional[str] = None,
+        use_shared_memory: bool = False,
     ):
         self.url = TritonUrl.from_url(url)
         if not isinstance(model_name, str) or not model_name:
@@ -175,6 +182,15 @@ class ClientCore:
         self._find_token = access_token is None and is_local_host(self.url.hostname)
         self._request_ids = itertools.count(1)
         self._closed = threading.Event()
+        self.use_shared_memory = verify_flag("use_shared_memory", use_shared_memory)
+        if use_shared_memory and not is_local_host(self.url.hostname):
+            raise PyTritonClientValueError(
+                f"use_shared_memory needs a server on this host, got {self.url.with_scheme}: "
+                "the server maps the client's shared memory"
+            )
+        # the largest size seen of each output whose shape the config leaves open (shared memory)
+        self._output_bytes: Dict[str, int] = {}
+        self._output_bytes_lock = threading.Lock()
 
     def clone_kwargs(self) -> Dict[str, Any]:
         """Constructor arguments of a client like this one, with the model config if known."""
@@ -186,6 +202,8 @@ class ClientCore:
             "inference_timeout_s": self.inference_timeout_s,
             "access_token": self._access_token,
         }
+        if self.use_shared_memory:
+            kwargs["use_shared_memory"] = True
         if self._model_config is not None:
             kwargs.update(model_config=self._model_config, ensure_model_is_ready=False)
         return kwargs
@@ -216,25 +234,26 @@ class ClientCore:
                 f"the client of model {self.model_name!r} at {self.url} is closed", **self._attributes()
             )
 
-    def context(self, operation: str, timeout_s: Optional[float] = None) -> ErrorContext:
-        """The error context of an operation of this client."""
+    def context(self, operation: str, timeout_s: Optional[float] = None, *, server_wide: bool = False) -> ErrorContext:
+        """The error context of an operation of this client (``server_wide``: of no model)."""
         return ErrorContext(
             operation=operation,
-            model_name=self.model_name,
-            model_version=self.model_version,
+            model_name=None if server_wide else self.model_name,
+            model_version=None if server_wide else self.model_version,
             url=self.url.with_scheme,
             timeout_s=timeout_s,
         )
 
     @contextlib.contextmanager
-    def errors(self, operation: str, timeout_s: Optional[float] = None) -> Iterator[None]:
-        """Maps errors of the I/O inside to client errors (see :mod:`.error_mapping`).
+    def errors(self, operation: str, timeout_s: Optional[float] = None, *, server_wide: bool = False) -> Iterator[None]:
+        """Maps errors of the I/O inside to client errors (see :mod:`.error_mapping`); ``server_wide``:
+        the operation concerns no model (``call_server``).
 
         Any error that happens because the client was closed meanwhile (from another
         thread) becomes :class:`PyTritonClientClosedError`.
         """
         try:
-            with map_errors(self.context(operation, timeout_s)):
+            with map_errors(self.context(operation, timeout_s, server_wide=server_wide)):
                 yield
         except Exception as exc:
             # a call racing close() fails in whatever way its closed connection does (grpc raises
@@ -275,7 +294,59 @@ class ClientCore:
         """Drops the model config, to be read again (after the model was loaded or unloaded)."""
         self._model_config = None
 
-    def prepare(self, call: CallArgs, *, decoupled: bool = False) -> InferRequest:
+    def shared_layout(self, call: CallArgs, *, by_socket: Sequence[str] = ()) -> Optional[Layout]:
+        """Which tensors of a checked call go through shared memory (None: none, or not enabled).
+
+        Inputs of 64 KiB and more do; outputs too when their size is known beforehand: fixed by
+        the config, or seen before (not for a sequence's requests: a retry would run the model
+        twice, see ``shared_memory_retry``). ``by_socket`` names outputs to leave out.
+        """
+        if not self.use_shared_memory:
+            return None
+        config = self._require_config()
+        inputs = bind_inputs(config, call.inputs, call.named_inputs)
+        sample = not config.batching if call.sample is None else call.sample
+        arrays = wire_arrays(config, inputs, sample and config.batching)
+        batch = next(iter(arrays.values())).shape[0] if config.batching and arrays else 1
+        known: Dict[str, int] = {}
+        for spec in config.outputs:
+            if spec.name in by_socket:
+                continue
+            fixed = _fixed_bytes(spec, batch if config.batching else 1)
+            if fixed is not None:
+                known[spec.name] = fixed
+            elif not call.sequence:
+                with self._output_bytes_lock:
+                    seen = self._output_bytes.get(spec.name)
+                if seen is not None:
+                    known[spec.name] = seen
+        layout = plan_layout(arrays, known)
+        return layout if layout else None
+
+    def learn_output_sizes(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Remembers the outputs' sizes: the next requests have the server write them to shared memory."""
+        with self._output_bytes_lock:
+            for name, array in arrays.items():
+                if array.dtype.kind not in "OSU":
+                    self._output_bytes[name] = max(self._output_bytes.get(name, 0), array.nbytes)
+
+    def shared_memory_retry(self, error: PyTritonClientError, call: CallArgs) -> Optional[str]:
+        """The output to send by socket when ``error`` says its region was too small, if the call may be sent again.
+
+        The server fails such a request after the model ran. A request of a sequence is not sent
+        again (its state moved on); the size the server needed is remembered either way.
+        """
+        needed = needed_output_bytes(str(error))
+        if needed is None:
+            return None
+        name, nbytes = needed
+        with self._output_bytes_lock:
+            self._output_bytes[name] = max(self._output_bytes.get(name, 0), nbytes)
+        return None if call.sequence else name
+
+    def prepare(
+        self, call: CallArgs, *, decoupled: bool = False, shared: Optional[Tuple[Any, Layout]] = None
+    ) -> InferRequest:
         """Builds the request of a checked call; the model config must be known.
 
         Args:
@@ -314,6 +385,7 @@ class ClientCore:
             parameters=call.parameters,
             headers={**self._auth_headers, **(call.headers or {})} or None,
             sample=sample,
+            shared=shared,
             **call.sequence,
         )
 
@@ -418,6 +490,16 @@ class ClientCore:
         kwargs.update(self.control_kwargs(self.inference_timeout_s))
         return kwargs
 
+    def server_call(self, name: str, arguments: Mapping[str, Any]) -> ServerCall:
+        """A server-wide call (``server_calls.SERVER_CALLS``) with the token and, for gRPC, the timeout.
+
+        Raises:
+            PyTritonClientValueError: an unknown call or a bad argument.
+        """
+        call = build_server_call(self.protocol, name, arguments)
+        call.kwargs.update(self.control_kwargs(self.control_timeout_s()))
+        return call
+
     def raw_model_config(self, response: Any) -> Dict[str, Any]:
         """The model config dict from ``get_model_config`` (``model_call`` arguments), as HTTP sends it."""
         return response if self.protocol is Protocol.HTTP else message_to_dict(response.config)
@@ -439,6 +521,19 @@ class ClientCore:
 
     def _attributes(self) -> dict:
         return {"model_name": self.model_name, "model_version": self.model_version, "url": self.url.with_scheme}
+
+
+def _fixed_bytes(spec: Any, batch: int) -> Optional[int]:
+    """Bytes of an output whose shape the config fixes (no -1) and whose type numpy sizes; else None."""
+    if any(dim < 0 for dim in spec.shape) or isinstance(spec.dtype, str):
+        return None
+    try:
+        dtype = np.dtype(spec.dtype)
+    except TypeError:
+        return None
+    if dtype.kind in "OSU":
+        return None
+    return batch * int(np.prod(spec.shape, dtype=np.int64)) * dtype.itemsize
 
 
 def _timeout(name: str, value: Optional[float], default: Optional[float]) -> float:

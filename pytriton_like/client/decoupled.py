@@ -319,7 +319,7 @@ class DecoupledModelClient(ModelClient):
                 the server or the model failed the request (after the responses sent before).
             PyTritonClientClosedError: the client is (or got) closed.
         """
-        return self._stream(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
+        return self.stream(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
 
     def infer_batch(  # type: ignore[override] - returns the stream of responses
         self,
@@ -335,7 +335,7 @@ class DecoupledModelClient(ModelClient):
         Raises:
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
         """
-        return self._stream(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
+        return self.stream(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
 
     def close(self) -> None:
         """Closes the connections; streams in progress raise PyTritonClientClosedError. Idempotent."""
@@ -345,7 +345,12 @@ class DecoupledModelClient(ModelClient):
     def __enter__(self) -> "DecoupledModelClient":
         return self
 
-    def _stream(self, call: CallArgs) -> Iterator[Dict[str, np.ndarray]]:
+    def stream(self, call: CallArgs) -> Iterator[Dict[str, np.ndarray]]:
+        """Sends one checked call and returns the iterator of its responses.
+
+        The building block of :mod:`pytriton_like.runner` (``stream_infer``, inputs as given);
+        :meth:`infer_sample` and :meth:`infer_batch` are the calls for users.
+        """
         core = self._core
         core.check_open()
         self._ensure_ready()

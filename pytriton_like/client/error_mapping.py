@@ -68,7 +68,10 @@ class ErrorContext:
     timeout_s: Optional[float] = None
 
     def describe(self) -> str:
-        """E.g. ``inference of model 'Double' (latest version) at http://localhost:8000``."""
+        """E.g. ``inference of model 'Double' (latest version) at http://localhost:8000``
+        (``log settings request at http://localhost:8000`` for a server-wide call, with no model)."""
+        if self.model_name is None:
+            return f"{self.operation} at {self.url}"
         version = f"version {self.model_version}" if self.model_version else "latest version"
         return f"{self.operation} of model {self.model_name!r} ({version}) at {self.url}"
 

@@ -7,6 +7,8 @@ The client branch of the error tree rooted at :class:`pytriton_like.exceptions.P
         ├── PyTritonClientValueError                 bad arguments (inputs, parameters, headers)
         │   └── PyTritonClientInvalidUrlError        a url that cannot be parsed or has a bad scheme
         ├── PyTritonClientTimeoutError               server/model not ready in time, or inference too slow
+        │   └── PyTritonClientModelUnavailableTimeoutError  the wait ended, the model still unavailable
+        │                                                   (also a PyTritonClientModelUnavailableError)
         ├── PyTritonClientModelUnavailableError      model unknown, not loaded, or server unreachable
         ├── PyTritonClientClosedError                the client was closed
         ├── PyTritonClientModelDoesntSupportBatchingError  infer_batch on a model with max_batch_size 0
@@ -28,6 +30,7 @@ __all__ = [
     "PyTritonClientValueError",
     "PyTritonClientInvalidUrlError",
     "PyTritonClientTimeoutError",
+    "PyTritonClientModelUnavailableTimeoutError",
     "PyTritonClientModelUnavailableError",
     "PyTritonClientClosedError",
     "PyTritonClientModelDoesntSupportBatchingError",
@@ -87,6 +90,16 @@ class PyTritonClientTimeoutError(PyTritonClientError):
 
 class PyTritonClientModelUnavailableError(PyTritonClientError):
     """The model (or its version) is not available: unknown, not loaded, or the server is unreachable."""
+
+
+class PyTritonClientModelUnavailableTimeoutError(PyTritonClientModelUnavailableError, PyTritonClientTimeoutError):
+    """The wait for a model (``init_timeout_s``, ``wait_for_model``) ended with the model still
+    unavailable: not in the server's repository, not loaded, or failed to load.
+
+    A :class:`PyTritonClientTimeoutError`, as PyTriton raises when the wait ends, and a
+    :class:`PyTritonClientModelUnavailableError`, as the server's repository index tells; the
+    message says which models the server has.
+    """
 
 
 class PyTritonClientClosedError(PyTritonClientError):

@@ -38,6 +38,7 @@ class FuturesModelClient:
         init_timeout_s: how long to wait for the server and model (default 300 s).
         inference_timeout_s: how long one request may take (default 60 s).
         access_token: token for Triton's restricted endpoints (``None``: found on this host, docs/security.md).
+        use_shared_memory: pass large tensors through system shared memory (see ``ModelClient``).
 
     Raises:
         PyTritonClientValueError: ``max_workers`` or ``max_queue_size`` not a positive integer.
@@ -61,6 +62,7 @@ class FuturesModelClient:
         init_timeout_s: Optional[float] = None,
         inference_timeout_s: Optional[float] = None,
         access_token: Optional[str] = None,
+        use_shared_memory: bool = False,
     ):
         for name, value in (("max_workers", max_workers), ("max_queue_size", max_queue_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -73,6 +75,7 @@ class FuturesModelClient:
             init_timeout_s=DEFAULT_INIT_TIMEOUT_S if init_timeout_s is None else init_timeout_s,
             inference_timeout_s=inference_timeout_s,
             access_token=access_token,
+            use_shared_memory=use_shared_memory,
         )
         if max_workers is None:
             max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's own default

@@ -19,6 +19,7 @@ from tritonclient.utils import (
 
 from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
 from .exceptions import PyTritonClientModelDoesntSupportBatchingError, PyTritonClientValueError
+from .shared_memory import read_output
 from .url import Protocol
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "SequenceIdT",
     "bind_inputs",
     "build_request",
+    "wire_arrays",
     "parse_result",
 ]
 
@@ -72,6 +74,9 @@ class InferRequest:
     sequence_id: SequenceIdT = None
     sequence_start: bool = False
     sequence_end: bool = False
+    # the shared-memory region of the request (client/shared_memory.py) and where its outputs go in it
+    shared_region: Any = None
+    shared_outputs: Dict[str, int] = dataclasses.field(default_factory=dict)
 
     def infer_kwargs(self) -> Dict[str, Any]:
         """Keyword arguments of tritonclient's ``infer`` (HTTP and gRPC, sync and asyncio)."""
@@ -234,6 +239,7 @@ def build_request(
     sequence_id: SequenceIdT = None,
     sequence_start: bool = False,
     sequence_end: bool = False,
+    shared: Optional[Tuple[Any, Any]] = None,
 ) -> InferRequest:
     """Builds the tritonclient request for bound inputs (see :func:`bind_inputs`).
 
@@ -253,11 +259,13 @@ def build_request(
         sequence_id: checked correlation id (see :func:`verify_sequence`), or ``None``.
         sequence_start: the request starts its sequence.
         sequence_end: the request ends its sequence.
+        shared: ``(region, layout)`` of a client using shared memory (client/shared_memory.py):
+            the inputs of the layout are copied into the region, its outputs requested there.
 
     Raises:
         PyTritonClientModelDoesntSupportBatchingError: a batch for a model that does not batch.
         PyTritonClientValueError: an array whose dtype Triton cannot carry or that does not
-            match the model's input.
+            match the model's input, or a batch larger than the model's ``max_batch_size``.
     """
     if not sample and not config.batching:
         raise PyTritonClientModelDoesntSupportBatchingError(
@@ -265,18 +273,30 @@ def build_request(
             model_name=model_name,
             model_version=model_version,
         )
+    if not sample:
+        _check_batch_size(config, inputs, model_name, model_version)
     add_batch_axis = sample and config.batching
-    specs = {spec.name: spec for spec in config.inputs}
     lib = tritonclient.http if protocol is Protocol.HTTP else tritonclient.grpc
+    region, layout = shared if shared is not None else (None, None)
     wrapped = []
-    for name, array in inputs.items():
-        array, datatype = _wire_array(name, array, specs.get(name))
-        if add_batch_axis:
-            array = array[np.newaxis, ...]
-        infer_input = lib.InferInput(name, list(array.shape), datatype)
-        infer_input.set_data_from_numpy(array)
+    for name, array in wire_arrays(config, inputs, add_batch_axis).items():
+        infer_input = lib.InferInput(name, list(array.shape), _datatype(array))
+        if layout is not None and name in layout.inputs:
+            offset, nbytes = layout.inputs[name]
+            region.write(offset, array)
+            infer_input.set_shared_memory(region.name, nbytes, offset)
+        else:
+            infer_input.set_data_from_numpy(array)
         wrapped.append(infer_input)
-    outputs = [lib.InferRequestedOutput(spec.name) for spec in config.outputs]
+    outputs = []
+    shared_outputs: Dict[str, int] = {}
+    for spec in config.outputs:
+        requested = lib.InferRequestedOutput(spec.name)
+        if layout is not None and spec.name in layout.outputs:
+            offset, nbytes = layout.outputs[spec.name]
+            requested.set_shared_memory(region.name, nbytes, offset)
+            shared_outputs[spec.name] = offset
+        outputs.append(requested)
     return InferRequest(
         model_name=model_name,
         model_version=model_version or "",
@@ -289,7 +309,47 @@ def build_request(
         sequence_id=sequence_id,
         sequence_start=sequence_start,
         sequence_end=sequence_end,
+        shared_region=region if shared_outputs or (layout is not None and layout.inputs) else None,
+        shared_outputs=shared_outputs,
     )
+
+
+def wire_arrays(
+    config: TritonModelConfig, inputs: Mapping[str, np.ndarray], add_batch_axis: bool
+) -> Dict[str, np.ndarray]:
+    """The arrays as they go on the wire: checked against the model's inputs, ``str`` encoded,
+    with a batch axis of 1 added for a sample (a view).
+
+    Raises:
+        PyTritonClientValueError: an array whose dtype Triton cannot carry or that does not
+            match the model's input.
+    """
+    specs = {spec.name: spec for spec in config.inputs}
+    arrays = {}
+    for name, array in inputs.items():
+        array, _ = _wire_array(name, array, specs.get(name))
+        arrays[name] = array[np.newaxis, ...] if add_batch_axis else array
+    return arrays
+
+
+def _datatype(array: np.ndarray) -> str:
+    return np_to_triton_dtype(array.dtype)
+
+
+def _check_batch_size(
+    config: TritonModelConfig, inputs: Mapping[str, np.ndarray], model_name: str, model_version: Optional[str]
+) -> None:
+    """Refuse a batch larger than the model's ``max_batch_size`` before it is sent (Triton would refuse it)."""
+    limit = config.max_batch_size
+    for name, array in inputs.items():
+        rows = array.shape[0] if array.ndim else 1
+        if rows > limit:
+            raise PyTritonClientValueError(
+                f"model {config.model_name!r} takes batches of at most {limit} (its max_batch_size), got {rows}"
+                f" rows in input {name!r}; send the batch in parts of {limit} rows or fewer",
+                model_name=model_name,
+                model_version=model_version,
+            )
 
 
 def _wire_array(name: str, array: np.ndarray, spec: Optional[TensorSpec]) -> Tuple[np.ndarray, str]:
@@ -329,8 +389,17 @@ def parse_result(result: Any, request: InferRequest) -> Dict[str, np.ndarray]:
     """
     response = result.get_response()
     outputs = response.get("outputs", []) if isinstance(response, dict) else response.outputs
-    names = [output["name"] if isinstance(output, dict) else output.name for output in outputs]
-    arrays = {name: result.as_numpy(name) for name in names}
+    arrays = {}
+    for output in outputs:
+        name, datatype, shape = (
+            (output["name"], output["datatype"], output["shape"])
+            if isinstance(output, dict)
+            else (output.name, output.datatype, list(output.shape))
+        )
+        if name in request.shared_outputs:
+            arrays[name] = read_output(request.shared_region, request.shared_outputs[name], datatype, shape)
+        else:
+            arrays[name] = result.as_numpy(name)
     if request.strip_batch_axis:
         arrays = {name: array[0] if array.ndim else array for name, array in arrays.items()}
     return arrays

@@ -1,22 +1,38 @@
-"""Waiting for the server and a model to be ready: deadline, backoff and verdict (no I/O).
+"""Waiting for the server and a model to be ready: deadline, backoff, warnings and verdict (no I/O).
 
 The sync and asyncio clients each run a short loop around :class:`ReadinessWaiter`:
 probe, record, and either return, fail with :meth:`ReadinessWaiter.failure`, or sleep
 :meth:`ReadinessWaiter.next_delay`. Triton has no readiness notification, so polling
 with a short backoff is the only way to wait; it lives only here.
+
+A wait does not pass in silence: when the server is up and the model is not ready, the
+client reads the server's repository index at once and then every 10 s
+(:meth:`ReadinessWaiter.report_due`), and :meth:`ReadinessWaiter.report` logs a WARNING when
+the index shows the model missing (naming the models the server has), not loaded or failed
+to load, or when the server would not show its index. The wait itself lasts its whole
+timeout, as PyTriton's does: the model may be bound later.
 """
 
+import dataclasses
+import difflib
 import enum
+import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .error_mapping import ErrorContext
-from .exceptions import PyTritonClientError, PyTritonClientModelUnavailableError, PyTritonClientTimeoutError
+from .exceptions import PyTritonClientError, PyTritonClientModelUnavailableTimeoutError, PyTritonClientTimeoutError
 
-__all__ = ["Readiness", "ModelState", "ReadinessWaiter", "model_state_from_index"]
+__all__ = ["Readiness", "ModelState", "IndexAnswer", "ReadinessWaiter", "model_state_from_index", "why_unavailable"]
+
+_LOGGER = logging.getLogger(__name__)
 
 _FIRST_DELAY_S = 0.01
 _MAX_DELAY_S = 0.5
+# How often a wait for a model that is not ready says why.
+REPORT_EVERY_S = 10.0
+# Longest list of the server's models in a message.
+_MAX_LISTED = 20
 
 
 class Readiness(enum.Enum):
@@ -63,6 +79,68 @@ def model_state_from_index(
     return versions[max(numeric, key=int)]
 
 
+@dataclasses.dataclass(frozen=True)
+class IndexAnswer:
+    """What the server answered when asked for its repository index: the entries (as
+    ``ClientCore.raw_index`` gives them), or the error that kept them from the client."""
+
+    entries: Optional[List[Dict[str, Any]]] = None
+    error: Optional[PyTritonClientError] = None
+
+
+def why_unavailable(
+    entries: List[Dict[str, Any]], model_name: str, model_version: Optional[str], url: str
+) -> Optional[str]:
+    """Why a repository index says the model (version) cannot become ready by itself; ``None`` if
+    it is ready, loading or unloading.
+
+    The reasons: not in the index (the message names the models there and a close match), in the
+    repository but never loaded, no such version, or unavailable (unloaded, failed to load: the
+    server's reason).
+    """
+    listed = [entry for entry in entries if entry.get("name") == model_name]
+    if not listed:
+        names = sorted({str(entry.get("name")) for entry in entries if entry.get("name")})
+        by_lower = {name.lower(): name for name in names}
+        close = difflib.get_close_matches(model_name.lower(), list(by_lower), n=1)
+        hint = f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
+        return f"model {model_name!r} is not in the repository of the server at {url}{hint}; {_listing(names)}"
+    versions = sorted({str(entry["version"]) for entry in listed if entry.get("version")}, key=_version_key)
+    if not versions:
+        return (
+            f"model {model_name!r} is in the repository of the server at {url} but not loaded"
+            " (load it with the client's or Triton's load_model())"
+        )
+    if model_version and str(model_version) not in versions:
+        return f"model {model_name!r} has no version {model_version} at {url}; its versions: {', '.join(versions)}"
+    state, reason = model_state_from_index(entries, model_name, model_version)
+    if state is not ModelState.UNAVAILABLE:
+        return None
+    which = f"version {model_version}" if model_version else "latest version"
+    return f"model {model_name!r} ({which}) at {url} is not available" + (f": {reason}" if reason else "")
+
+
+def _listing(names: List[str]) -> str:
+    if not names:
+        return "the server has no models"
+    shown = ", ".join(names[:_MAX_LISTED])
+    more = f" and {len(names) - _MAX_LISTED} more" if len(names) > _MAX_LISTED else ""
+    return f"the server has: {shown}{more}"
+
+
+def _version_key(version: str) -> Tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (-1, version)
+
+
+def _index_unreadable(error: PyTritonClientError) -> str:
+    """Why the client cannot tell whether the server has the model: its index was refused (or failed)."""
+    detail = error.message.split(" failed: ", 1)[-1]
+    text = f"the server did not show its repository index, which would tell whether it has the model ({detail})"
+    if "restricted" in detail:
+        text += "; pass access_token= to the client (see docs/security.md)"
+    return text
+
+
 class ReadinessWaiter:
     """Deadline, backoff and verdict of one wait for the server and model to be ready.
 
@@ -81,6 +159,7 @@ class ReadinessWaiter:
         self._last: Optional[Readiness] = None
         self._last_error: Optional[PyTritonClientError] = None
         self._server_seen_up = False
+        self._next_report: Optional[float] = None
 
     @property
     def timeout_s(self) -> float:
@@ -119,43 +198,67 @@ class ReadinessWaiter:
         """Whether :meth:`failure` would tell more with the model's state (the server was up, the model not)."""
         return self._last is Readiness.MODEL_NOT_READY
 
+    def report_due(self) -> bool:
+        """Whether to read the repository index and :meth:`report` now: the server is up, the
+        model is not ready, and nothing was reported yet or for :data:`REPORT_EVERY_S`."""
+        return self._last is Readiness.MODEL_NOT_READY and (
+            self._next_report is None or self._clock() >= self._next_report
+        )
+
+    def report(self, answer: IndexAnswer) -> None:
+        """Log a WARNING saying why the model is not ready, when the index tells (or was refused).
+
+        A model that is loading or unloading gets no warning: it is on its way.
+        """
+        self._next_report = self._clock() + REPORT_EVERY_S
+        context = self._context
+        if answer.entries is not None:
+            why = why_unavailable(answer.entries, context.model_name, context.model_version, context.url)
+            if why is None:
+                return
+        else:
+            why = f"model {context.model_name!r} ({_version(context)}) at {context.url} is not ready; "
+            why += _index_unreadable(answer.error) if answer.error is not None else "the server did not say why"
+        _LOGGER.warning(
+            "%s; waiting up to %.0f s more for it (timeout %g s, in case it is bound or loaded meanwhile)",
+            why,
+            self.remaining(),
+            self._timeout_s,
+        )
+
     def next_delay(self) -> float:
         """How long to sleep before the next probe: doubling from 10 ms up to 0.5 s, never past the deadline."""
         delay = min(self._delay, self.remaining())
         self._delay = min(self._delay * 2, _MAX_DELAY_S)
         return delay
 
-    def failure(self, model_state: Optional[Tuple[ModelState, Optional[str]]] = None) -> PyTritonClientError:
+    def failure(self, answer: Optional[IndexAnswer] = None) -> PyTritonClientError:
         """The error to raise once the deadline passed.
 
         Args:
-            model_state: the model's state in the repository index, when the server is up
-                and could tell.
+            answer: the server's repository index (or why it could not be read), when the server
+                was up and the model was not ready (:meth:`needs_model_state`).
 
         Returns:
-            :class:`PyTritonClientModelUnavailableError` if the server is ready but does not
-            list the model (version) or lists it as unavailable; otherwise
-            :class:`PyTritonClientTimeoutError`.
+            :class:`PyTritonClientModelUnavailableTimeoutError` if the index shows the model
+            (version) missing, not loaded or unavailable — the message names the models the
+            server has —; otherwise :class:`PyTritonClientTimeoutError`.
         """
         context = self._context
         attributes = context.attributes()
         waited = f"within {self._timeout_s:g} s"
-        if self._last is Readiness.MODEL_NOT_READY and model_state is not None:
-            state, reason = model_state
-            if state is ModelState.UNAVAILABLE:
-                because = f": {reason}" if reason else " (not in the server's repository index or failed to load)"
-                return PyTritonClientModelUnavailableError(
-                    f"model {context.model_name!r} ({_version(context)}) is not available at {context.url}{because}",
-                    **attributes,
-                )
-            return PyTritonClientTimeoutError(
-                f"model {context.model_name!r} ({_version(context)}) at {context.url} was not ready {waited} "
-                f"(state {state.value})",
-                timeout_s=self._timeout_s,
-                **attributes,
-            )
         if self._last is Readiness.MODEL_NOT_READY:
             what = f"model {context.model_name!r} ({_version(context)}) at {context.url} was not ready {waited}"
+            if answer is not None and answer.entries is not None:
+                why = why_unavailable(answer.entries, context.model_name, context.model_version, context.url)
+                if why is not None:
+                    return PyTritonClientModelUnavailableTimeoutError(
+                        f"{why}; waited {self._timeout_s:g} s for it", timeout_s=self._timeout_s, **attributes
+                    )
+                state, _ = model_state_from_index(answer.entries, context.model_name, context.model_version)
+                what += f" (state {state.value})"
+            elif answer is not None and answer.error is not None:
+                what += f"; {_index_unreadable(answer.error)}"
         else:
             what = f"server at {context.url} was not ready {waited}"
             if self._last_error is not None:

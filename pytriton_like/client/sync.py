@@ -10,7 +10,7 @@ tritonclient.grpc client for all threads.
 import logging
 import threading
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tritonclient.grpc
@@ -24,7 +24,8 @@ from .exceptions import (
     PyTritonClientTimeoutError,
 )
 from .inference import InferRequest, ParametersT, SequenceIdT
-from .readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
+from .readiness import IndexAnswer, Readiness, ReadinessWaiter
+from .shared_memory import Region, RegionPool, dead_owner_regions
 from .url import Protocol
 
 __all__ = ["ModelClient"]
@@ -109,6 +110,55 @@ class _Connections:
         self._opened = alive
 
 
+class _SharedRegions:
+    """The shared-memory regions of a ModelClient: the pool's regions, registered with the server through ``call``."""
+
+    def __init__(self, call: Callable[..., Any]):
+        self._call = call  # ModelClient.call_server
+        self._pool = RegionPool()
+
+    def take(self, size: int) -> Region:
+        """A registered region of at least ``size`` bytes, for one request."""
+        if self._pool.first_use():
+            self._forget_dead_clients()
+        region, replaced, new = self._pool.take(size)
+        if replaced is not None:
+            self._unregister(replaced)
+        if new:
+            try:
+                self._call("register_system_shared_memory", name=region.name, key=region.key, byte_size=region.size)
+            except BaseException:
+                self._pool.drop(region)
+                raise
+            _LOGGER.debug("registered shared-memory region %s (%d bytes)", region.name, region.size)
+        return region
+
+    def give_back(self, region: Region) -> None:
+        self._pool.give_back(region)
+
+    def close(self) -> None:
+        """Unregisters and unlinks every region (unlinked even when the server cannot be told)."""
+        for region in self._pool.close_all():
+            self._unregister(region)
+
+    def _unregister(self, region: Region) -> None:
+        try:
+            self._call("unregister_system_shared_memory", name=region.name)
+        except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
+            _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
+        region.close()
+
+    def _forget_dead_clients(self) -> None:
+        """Unregisters the regions of this host's clients that died (their segments are unlinked already)."""
+        try:
+            regions = self._call("get_system_shared_memory_status")
+            for name in dead_owner_regions([region["name"] for region in regions]):
+                self._call("unregister_system_shared_memory", name=name)
+                _LOGGER.info("unregistered shared-memory region %s of a client that died", name)
+        except Exception:  # noqa: BLE001 - a cleanup of others' leftovers must not fail this client
+            _LOGGER.debug("cleaning up the regions of dead clients failed", exc_info=True)
+
+
 def _close_quietly(client: Any) -> None:
     try:
         client.close()
@@ -138,6 +188,9 @@ class ModelClient:
         access_token: token for Triton's restricted endpoints (sent as the
             ``triton-access-token`` header), as PyTriton's clients take it; ``None``: for a
             server on this host, the token its owner recorded (docs/security.md).
+        use_shared_memory: pass tensors of 64 KiB and more through system shared memory
+            registered with the server instead of the socket (a server on this host only; the
+            token goes along). The regions are reused across calls and removed by :meth:`close`.
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed.
@@ -163,6 +216,7 @@ class ModelClient:
         model_config: Optional[TritonModelConfig] = None,
         ensure_model_is_ready: bool = True,
         access_token: Optional[str] = None,
+        use_shared_memory: bool = False,
     ):
         self._core = ClientCore(
             url,
@@ -172,8 +226,10 @@ class ModelClient:
             inference_timeout_s=inference_timeout_s,
             model_config=model_config,
             access_token=access_token,
+            use_shared_memory=use_shared_memory,
         )
         self._connections = _Connections(self._core)
+        self._shared = _SharedRegions(self.call_server) if use_shared_memory else None
         self._ready = model_config is not None and not ensure_model_is_ready
         self._ready_lock = threading.Lock()
         if not lazy_init:
@@ -339,6 +395,32 @@ class ModelClient:
             response = self._control().get_inference_statistics(**kwargs)
         return self._core.raw_statistics(response)
 
+    def call_server(self, call: str, /, **arguments: Any) -> Any:
+        """Makes a server-wide call of tritonclient's API with this client's token and timeouts.
+
+        The building block of :class:`~pytriton_like.runner.TritonRunner`'s server calls.
+
+        Args:
+            call: the call, one of ``pytriton_like.client.server_calls.SERVER_CALLS``
+                (``get_server_metadata``, ``get_log_settings``, ``register_system_shared_memory``...).
+            **arguments: tritonclient's keyword arguments of that call.
+
+        Returns:
+            The answer in the shape Triton's HTTP endpoint writes it, on both protocols.
+
+        Raises:
+            PyTritonClientValueError: an unknown call or a bad argument.
+            PyTritonClientInferenceServerError: the server refused the call (a restricted API
+                without the right token, a bad region...).
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+        """
+        self._core.check_open()
+        server_call = self._core.server_call(call, arguments)
+        server_wide = not server_call.kwargs.get("model_name")
+        with self._core.errors(server_call.operation, self._core.control_timeout_s(), server_wide=server_wide):
+            response = getattr(self._control(), server_call.method)(**server_call.kwargs)
+        return server_call.convert(response)
+
     def infer_sample(
         self,
         *inputs: np.ndarray,
@@ -422,6 +504,8 @@ class ModelClient:
         """Closes the connections; calls in other threads fail with PyTritonClientClosedError. Idempotent."""
         if not self._core.closed:
             _LOGGER.debug("closing client of %s at %s", self._core.model_name, self._core.url)
+            if self._shared is not None:
+                self._shared.close()  # before the connections close: the server is told
         self._core.close()
         self._connections.close()
 
@@ -447,8 +531,39 @@ class ModelClient:
         return request, result
 
     def _infer(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        if self._shared is not None:
+            return self._infer_shared(call)
         request, result = self.send(call)
         return self._core.finish(result, request)
+
+    def _infer_shared(self, call: CallArgs) -> Dict[str, np.ndarray]:
+        """Inference with the large tensors in a shared-memory region of this client (see client/shared_memory.py)."""
+        self._core.check_open()
+        self._ensure_ready()
+        by_socket: List[str] = []
+        while True:
+            layout = self._core.shared_layout(call, by_socket=by_socket)
+            region = self._shared.take(layout.size) if layout is not None else None
+            try:
+                request = self._core.prepare(call, shared=(region, layout) if region is not None else None)
+                client = self._connections.get(_INFERENCE)
+                timeout_s = self._core.inference_timeout_s
+                try:
+                    with self._core.errors("inference", timeout_s):
+                        result = client.infer(**request.infer_kwargs(), **self._core.grpc_kwargs(timeout_s))
+                except PyTritonClientInferenceServerError as exc:
+                    output = self._core.shared_memory_retry(exc, call)
+                    if output is None or layout is None or output not in layout.outputs:
+                        raise
+                    _LOGGER.debug("output %s outgrew its shared memory; sending the request again", output)
+                    by_socket.append(output)
+                    continue
+                arrays = self._core.finish(result, request)  # outputs copied out before the region is reused
+            finally:
+                if region is not None:
+                    self._shared.give_back(region)
+            self._core.learn_output_sizes(arrays)
+            return arrays
 
     def _control(self) -> Any:
         return self._connections.get(_CONTROL)
@@ -489,8 +604,10 @@ class ModelClient:
                     return
                 waiter.record(readiness)
             if waiter.expired():
-                state = self._model_state() if waiter.needs_model_state() else None
-                raise waiter.failure(state) from waiter.last_error
+                answer = self._index_answer() if waiter.needs_model_state() else None
+                raise waiter.failure(answer) from waiter.last_error
+            if waiter.report_due():
+                waiter.report(self._index_answer())
             self._core.pause(waiter.next_delay())
 
     def _probe(self, waiter: ReadinessWaiter, check_model: bool) -> Readiness:
@@ -509,13 +626,13 @@ class ModelClient:
                 return Readiness.MODEL_NOT_READY
         return Readiness.READY
 
-    def _model_state(self) -> Optional[Tuple[ModelState, Optional[str]]]:
-        """The model's state in the repository index, or None if the server would not tell."""
+    def _index_answer(self) -> IndexAnswer:
+        """The server's repository index, or the error that kept it (refused without the token, timed out...)."""
         timeout_s = self._core.verdict_timeout_s()
         try:
             with self._core.errors("repository index request", timeout_s):
                 index = self._control().get_model_repository_index(**self._core.control_kwargs(timeout_s))
-        except _NOT_YET:
+        except _NOT_YET as exc:
             _LOGGER.debug("cannot read the repository index of %s", self._core.url, exc_info=True)
-            return None
-        return model_state_from_index(self._core.raw_index(index), self._core.model_name, self._core.model_version)
+            return IndexAnswer(error=exc)
+        return IndexAnswer(entries=self._core.raw_index(index))

@@ -1,10 +1,16 @@
-"""Render a :class:`TritonModelConfig` to Triton's config.pbtxt (protobuf text format)."""
+"""Render a :class:`TritonModelConfig` to Triton's config.pbtxt.
 
-import json
+The file is Triton's own ``ModelConfig`` protobuf message (the ``model_config_pb2`` that
+tritonclient ships) printed in protobuf's text format, so every name, escape and nesting is
+the one tritonserver parses.
+"""
+
 import re
-from typing import TYPE_CHECKING, Iterable, List
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import numpy as np
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
 
 from ..exceptions import PyTritonValidationError
 from ..relay.backend import BACKEND_NAME
@@ -17,7 +23,7 @@ if TYPE_CHECKING:  # ensemble.py validates with this module's functions
 __all__ = [
     "render_config",
     "render_ensemble_config",
-    "render_version_policy",
+    "BOUND_MODEL_BACKEND",
     "validate_config",
     "dtype_to_triton",
     "triton_to_dtype",
@@ -44,6 +50,9 @@ _NUMPY_TO_TRITON = {
 _TRITON_TO_NUMPY = {
     triton: dtype for dtype, triton in _NUMPY_TO_TRITON.items() if dtype not in (np.str_, np.object_, object)
 } | {"BYTES": np.bytes_}
+
+# The Triton backend that serves a bound model: the relay's, in C.
+BOUND_MODEL_BACKEND = BACKEND_NAME  # the relay's backend (native/, pytriton_like/relay/backend.py)
 
 # Triton's own rule for model names is "a valid directory name"; we also keep them URL-safe.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -159,106 +168,92 @@ def _validate_sequence_batcher(where: str, config: TritonModelConfig) -> None:
             )
 
 
-def render_config(config: TritonModelConfig) -> str:
-    """config.pbtxt text for ``config``; validates it first."""
+def render_config(config: TritonModelConfig, versions: Optional[Iterable[int]] = None) -> str:
+    """config.pbtxt text for ``config``; validates it first.
+
+    Args:
+        versions: the version numbers to serve (a ``specific`` version policy, for every bound
+            version); ``None`` leaves Triton's default policy (the latest version).
+    """
     validate_config(config)
-    lines = [
-        f"name: {_quote(config.model_name)}",
-        f"backend: {_quote(BACKEND_NAME)}",
-        f"max_batch_size: {config.max_batch_size if config.batching else 0}",
-    ]
-    if config.batching and config.batcher is not None:
-        lines += _block("dynamic_batching", _batcher_fields(config.batcher))
-    if config.sequence_batcher is not None:
-        lines += _block("sequence_batching", _sequence_batcher_fields(config.sequence_batcher))
-    lines += _tensors("input", config.inputs)
-    lines += _tensors("output", config.outputs)
-    lines += ["instance_group [", f"  {{ kind: KIND_CPU count: {config.instance_count} }}", "]"]
-    if config.decoupled:
-        lines += ["model_transaction_policy { decoupled: true }"]
-    if config.response_cache:
-        lines += ["response_cache { enable: true }"]
-    for key, value in sorted(config.backend_parameters.items()):
-        lines += [f"parameters {{ key: {_quote(key)} value {{ string_value: {_quote(str(value))} }} }}"]
-    return "\n".join(lines) + "\n"
-
-
-def render_version_policy(versions: Iterable[int]) -> str:
-    """The config.pbtxt ``version_policy`` that serves exactly ``versions`` (all bound versions)."""
-    numbers = sorted(set(versions))
-    if not numbers or any(number < 1 for number in numbers):
-        raise PyTritonValidationError(f"a version policy needs version numbers of 1 or more, got {numbers}")
-    return f"version_policy: {{ specific: {{ versions: [ {', '.join(map(str, numbers))} ] }} }}\n"
-
-
-def _quote(text: str) -> str:
-    # JSON string escapes are a subset of protobuf text-format escapes.
-    return json.dumps(text)
-
-
-def _block(name: str, fields: List[str]) -> List[str]:
-    return [f"{name} {{"] + [f"  {field}" for field in fields] + ["}"]
-
-
-def _batcher_fields(batcher: DynamicBatcher) -> List[str]:
-    fields = [f"max_queue_delay_microseconds: {batcher.max_queue_delay_microseconds}"]
-    if batcher.preferred_batch_size:
-        fields.append(f"preferred_batch_size: [ {', '.join(str(s) for s in batcher.preferred_batch_size)} ]")
-    fields += [
-        f"preserve_ordering: {_bool(batcher.preserve_ordering)}",
-        f"priority_levels: {batcher.priority_levels}",
-        f"default_priority_level: {batcher.default_priority_level}",
-    ]
-    if batcher.default_queue_policy is not None:
-        fields.append(f"default_queue_policy {{ {_policy(batcher.default_queue_policy)} }}")
-    for level, policy in sorted((batcher.priority_queue_policy or {}).items()):
-        fields.append(f"priority_queue_policy {{ key: {level} value {{ {_policy(policy)} }} }}")
-    return fields
-
-
-def _sequence_batcher_fields(batcher: SequenceBatcher) -> List[str]:
-    fields = []
-    if batcher.max_sequence_idle_microseconds:
-        fields.append(f"max_sequence_idle_microseconds: {batcher.max_sequence_idle_microseconds}")
-    strategy = [f"max_queue_delay_microseconds: {batcher.max_queue_delay_microseconds}"]
-    if batcher.strategy is SequenceStrategy.DIRECT:
-        strategy.append(f"minimum_slot_utilization: {batcher.minimum_slot_utilization}")
-    else:
-        if batcher.max_candidate_sequences:
-            strategy.append(f"max_candidate_sequences: {batcher.max_candidate_sequences}")
-        if batcher.preferred_batch_size:
-            strategy.append(f"preferred_batch_size: [ {', '.join(str(s) for s in batcher.preferred_batch_size)} ]")
-        strategy.append(f"preserve_ordering: {_bool(batcher.preserve_ordering)}")
-    fields.append(f"{batcher.strategy.value} {{ {' '.join(strategy)} }}")
-    return fields
-
-
-def _policy(policy: QueuePolicy) -> str:
-    return (
-        f"timeout_action: {policy.timeout_action.value}"
-        f" default_timeout_microseconds: {policy.default_timeout_microseconds}"
-        f" allow_timeout_override: {_bool(policy.allow_timeout_override)}"
-        f" max_queue_size: {policy.max_queue_size}"
+    message = model_config_pb2.ModelConfig(
+        name=config.model_name,
+        backend=BOUND_MODEL_BACKEND,
+        max_batch_size=config.max_batch_size if config.batching else 0,
     )
+    if versions is not None:
+        numbers = sorted(set(versions))
+        if not numbers or any(number < 1 for number in numbers):
+            raise PyTritonValidationError(f"a version policy needs version numbers of 1 or more, got {numbers}")
+        message.version_policy.specific.versions.extend(numbers)
+    if config.batching and config.batcher is not None:
+        _set_batcher(message.dynamic_batching, config.batcher)
+    if config.sequence_batcher is not None:
+        _set_sequence_batcher(message.sequence_batching, config.sequence_batcher)
+    _add_tensors(message.input, config.inputs)
+    _add_tensors(message.output, config.outputs)
+    message.instance_group.add(kind=model_config_pb2.ModelInstanceGroup.KIND_CPU, count=config.instance_count)
+    if config.decoupled:
+        message.model_transaction_policy.decoupled = True
+    if config.response_cache:
+        message.response_cache.enable = True
+    for key, value in config.backend_parameters.items():
+        message.parameters[key].string_value = str(value)
+    return _text(message)
 
 
-def _bool(value: bool) -> str:
-    return "true" if value else "false"
+def _text(message: Any) -> str:
+    return text_format.MessageToString(message)
 
 
-def _tensors(kind: str, specs: Iterable[TensorSpec]) -> List[str]:
-    entries = []
+def _set_batcher(section: Any, batcher: DynamicBatcher) -> None:
+    section.SetInParent()  # an empty dynamic_batching {} still turns the batcher on
+    section.max_queue_delay_microseconds = batcher.max_queue_delay_microseconds
+    section.preferred_batch_size.extend(batcher.preferred_batch_size or ())
+    section.preserve_ordering = batcher.preserve_ordering
+    section.priority_levels = batcher.priority_levels
+    section.default_priority_level = batcher.default_priority_level
+    if batcher.default_queue_policy is not None:
+        _set_policy(section.default_queue_policy, batcher.default_queue_policy)
+    for level, policy in (batcher.priority_queue_policy or {}).items():
+        _set_policy(section.priority_queue_policy[level], policy)
+
+
+def _set_sequence_batcher(section: Any, batcher: SequenceBatcher) -> None:
+    section.max_sequence_idle_microseconds = batcher.max_sequence_idle_microseconds
+    if batcher.strategy is SequenceStrategy.DIRECT:
+        strategy = section.direct
+        strategy.SetInParent()  # chooses the strategy even with every field at its default
+        strategy.minimum_slot_utilization = batcher.minimum_slot_utilization
+    else:
+        strategy = section.oldest
+        strategy.SetInParent()
+        strategy.max_candidate_sequences = batcher.max_candidate_sequences
+        strategy.preferred_batch_size.extend(batcher.preferred_batch_size or ())
+        strategy.preserve_ordering = batcher.preserve_ordering
+    strategy.max_queue_delay_microseconds = batcher.max_queue_delay_microseconds
+
+
+def _set_policy(section: Any, policy: QueuePolicy) -> None:
+    section.SetInParent()
+    section.timeout_action = model_config_pb2.ModelQueuePolicy.TimeoutAction.Value(policy.timeout_action.value)
+    section.default_timeout_microseconds = policy.default_timeout_microseconds
+    section.allow_timeout_override = policy.allow_timeout_override
+    section.max_queue_size = policy.max_queue_size
+
+
+def _add_tensors(field: Any, specs: Iterable[TensorSpec]) -> None:
     for spec in specs:
         # Triton wants at least one dim; a scalar per sample is dims [1] reshaped to [].
-        dims = spec.shape or (1,)
-        entry = f"name: {_quote(spec.name)} data_type: TYPE_{dtype_to_triton(spec.dtype)} dims: [ {', '.join(map(str, dims))} ]"
+        tensor = field.add(
+            name=spec.name,
+            data_type=model_config_pb2.DataType.Value("TYPE_" + dtype_to_triton(spec.dtype)),
+            dims=spec.shape or (1,),
+        )
         if not spec.shape:
-            entry += " reshape { shape: [ ] }"
+            tensor.reshape.SetInParent()
         if spec.optional:
-            entry += " optional: true"
-        entries.append(f"  {{ {entry} }}")
-    return [f"{kind} ["] + [",\n".join(entries)] + ["]"]
-
+            tensor.optional = True
 
 
 def render_ensemble_config(config: "EnsembleConfig") -> str:
@@ -266,18 +261,18 @@ def render_ensemble_config(config: "EnsembleConfig") -> str:
 
     Validate it first with :func:`~pytriton_like.model_config.ensemble.validate_ensemble`.
     """
-    lines = [
-        f"name: {_quote(config.model_name)}",
-        'platform: "ensemble"',
-        f"max_batch_size: {config.max_batch_size}",
-    ]
-    lines += _tensors("input", config.inputs)
-    lines += _tensors("output", config.outputs)
-    steps = []
+    message = model_config_pb2.ModelConfig(
+        name=config.model_name, platform="ensemble", max_batch_size=config.max_batch_size
+    )
+    _add_tensors(message.input, config.inputs)
+    _add_tensors(message.output, config.outputs)
+    scheduling = message.ensemble_scheduling
+    scheduling.SetInParent()
     for step in config.steps:
-        fields = [f"model_name: {_quote(step.model_name)}", f"model_version: {step.model_version}"]
-        for kind, mapping in (("input_map", step.input_map), ("output_map", step.output_map)):
-            fields += [f"{kind} {{ key: {_quote(key)} value: {_quote(value)} }}" for key, value in mapping.items()]
-        steps.append("    {\n" + "\n".join(f"      {field}" for field in fields) + "\n    }")
-    lines += ["ensemble_scheduling {", "  step [", ",\n".join(steps), "  ]", "}"]
-    return "\n".join(lines) + "\n"
+        scheduling.step.add(
+            model_name=step.model_name,
+            model_version=step.model_version,
+            input_map=step.input_map,
+            output_map=step.output_map,
+        )
+    return _text(message)

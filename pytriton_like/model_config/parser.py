@@ -3,9 +3,12 @@
 import pathlib
 from typing import Any
 
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
 from ..exceptions import PyTritonModelConfigError
 
-__all__ = ["CONFIG_FILE_NAME", "parse_config_file"]
+__all__ = ["CONFIG_FILE_NAME", "parse_config_file", "parse_config_text"]
 
 CONFIG_FILE_NAME = "config.pbtxt"
 
@@ -20,10 +23,6 @@ def parse_config_file(model_dir: pathlib.Path) -> Any:
         PyTritonModelConfigError: the file is missing or unreadable, does not parse (the message names
             the line and column), or names another model.
     """
-    # Imported here: tritonclient.grpc loads grpc, which serving bound models alone does not need.
-    from google.protobuf import text_format  # noqa: PLC0415
-    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
-
     name = model_dir.name
     path = model_dir / CONFIG_FILE_NAME
     try:
@@ -31,6 +30,20 @@ def parse_config_file(model_dir: pathlib.Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         message = f"model {name!r}: cannot read {path}: {exc}"
         raise PyTritonModelConfigError(message, model_name=name, path=path) from None
+    return parse_config_text(name, text, path)
+
+
+def parse_config_text(name: str, text: str, path: Any) -> Any:
+    """Parse the text of model ``name``'s config.pbtxt, read from ``path`` (a file, or a URL), as
+    :func:`parse_config_file` does.
+
+    Raises:
+        PyTritonModelConfigError: as :func:`parse_config_file`.
+    """
+    # Imported here: tritonclient.grpc loads grpc, which serving bound models alone does not need.
+    from google.protobuf import text_format  # noqa: PLC0415
+    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
+
     config = model_config_pb2.ModelConfig()
     try:
         text_format.Parse(text, config)

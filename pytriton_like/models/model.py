@@ -65,9 +65,10 @@ class Model:
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
         """
         spin_us = usable_spin_us(spin_us, len(self._infer_funcs))
-        handler = BatchHandler(
-            self.name, OutputChecker(self.config.outputs, self.config.batching, self.strict), on_unrecoverable
+        checker = OutputChecker(
+            self.config.outputs, self.config.batching, self.strict, model_name=self.name, partial=self.config.decoupled
         )
+        handler = BatchHandler(self.name, checker, on_unrecoverable)
         paths = [str(sockets / f"{self._tag}-{index}") for index in range(len(self._infer_funcs))]
         for infer_func, path in zip(self._infer_funcs, paths):
             attach_triton_context(infer_func, TritonContext(model_config=self.config, loopback=loopback))

@@ -5,7 +5,7 @@ import shutil
 from typing import Iterable, Mapping, Sequence, Union
 
 from ..model_config.ensemble import EnsembleConfig
-from ..model_config.generator import render_config, render_ensemble_config, render_version_policy
+from ..model_config.generator import render_config, render_ensemble_config
 from ..model_config.triton_model_config import TritonModelConfig
 from ..relay.backend import write_settings
 
@@ -17,7 +17,7 @@ def write_model_config(repository: pathlib.Path, config: TritonModelConfig, vers
     model_dir = repository / config.model_name
     model_dir.mkdir(parents=True, exist_ok=True)
     path = model_dir / "config.pbtxt"
-    path.write_text(render_config(config) + render_version_policy(versions), encoding="utf-8")
+    path.write_text(render_config(config, versions), encoding="utf-8")
     return path
 
 

@@ -3,13 +3,13 @@
 import logging
 import os
 import pathlib
-from typing import Dict, List, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 from ..exceptions import PyTritonValidationError
 from ..model_config.names import check_model_name
 from ..model_config.parser import parse_config_file
 
-__all__ = ["ModelRepository", "Fingerprint"]
+__all__ = ["ModelRepository", "Fingerprint", "open_repository", "repository_location"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,3 +80,24 @@ class ModelRepository:
     def snapshot(self) -> Dict[str, Fingerprint]:
         """Every model's fingerprint."""
         return {name: self.fingerprint(name) for name in self.names()}
+
+
+def repository_location(location: Union[str, pathlib.Path]) -> Union[str, pathlib.Path]:
+    """A model repository as given: ``s3://`` URLs stay strings (a Path would fold their ``//``), the rest are Paths."""
+    from .s3_repository import is_s3_url  # noqa: PLC0415 - boto3 only for S3
+
+    return location if is_s3_url(location) else pathlib.Path(location)
+
+
+def open_repository(location: Union[str, pathlib.Path]) -> Any:
+    """The user's model repository at ``location``: a folder (:class:`ModelRepository`) or an ``s3://`` URL
+    (:class:`~pytriton_like.models.s3_repository.S3ModelRepository`).
+
+    Raises:
+        PyTritonValidationError: a path that is not a folder, a malformed S3 URL, or no boto3 for one.
+    """
+    from .s3_repository import S3ModelRepository, is_s3_url  # noqa: PLC0415 - boto3 only for S3
+
+    if is_s3_url(location):
+        return S3ModelRepository(location)
+    return ModelRepository(location)

@@ -6,8 +6,10 @@ descriptor travels over the relay's Unix socket with the first message that uses
 gone (even killed with SIGKILL) the kernel frees it. It is sealed against shrinking and growing:
 a reader can map it without fear of SIGBUS. It grows by replacement.
 
-The Python-backend stubs of hand-written models (``backend: "python"``) still make regions in
-/dev/shm; :func:`unlink_orphaned_segments` and the names here clean up after killed servers.
+Named segments in /dev/shm remain for others: the Python-backend stubs of hand-written models
+(``backend: "python"``) make regions there, and so do the shared-memory clients
+(``pytriton_like-<pid>-c<n>-<k>``, client/shared_memory.py); :func:`unlink_orphaned_segments`
+and the names here clean up after killed processes.
 """
 
 import fcntl
@@ -22,15 +24,17 @@ __all__ = [
     "SEGMENT_PREFIX",
     "STUB_REGION_PREFIX",
     "is_segment_name",
+    "aligned",
     "unlink_segments",
     "unlink_orphaned_segments",
     "process_alive",
 ]
 
 SHM_DIR = "/dev/shm"
-# Segments of pytriton_like before 0.2 were named so (the owner's pid after it); the library
-# makes none now, but removes those a killed process left.
+# Named segments of ours (the owner's pid after it): the shared-memory clients', and the relay's
+# before the native relay; those of killed processes are removed at the next start.
 SEGMENT_PREFIX = "pytriton_like-"
+_SEGMENT_ALIGN = 64
 # Triton names the shared-memory region it makes for each Python-backend stub so.
 STUB_REGION_PREFIX = "triton_python_backend_shm_region_"
 _MIN_ARENA = 1 << 20
@@ -135,19 +139,24 @@ def _close_map(mapping: mmap.mmap) -> None:
         pass
 
 
+def aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up so that the next block starts aligned (64 bytes)."""
+    return (nbytes + _SEGMENT_ALIGN - 1) // _SEGMENT_ALIGN * _SEGMENT_ALIGN
+
+
 def is_segment_name(name: str, prefix: str = SEGMENT_PREFIX) -> bool:
     """Whether ``name`` is a segment name with ``prefix`` (and nothing that leaves /dev/shm)."""
     return name.startswith(prefix) and "/" not in name and "\0" not in name
 
 
 def unlink_segments(owner_pid: int, tag_prefix: str = "") -> Dict[str, int]:
-    """Unlink the /dev/shm segments of ``owner_pid`` (older versions' names) whose tag starts with ``tag_prefix``."""
+    """Unlink the /dev/shm segments of ``owner_pid`` whose tag starts with ``tag_prefix``."""
     stem = f"{SEGMENT_PREFIX}{owner_pid}-{tag_prefix}"
     return _unlink_where(lambda pid, name: name.startswith(stem))
 
 
 def unlink_orphaned_segments() -> Dict[str, int]:
-    """Unlink the /dev/shm segments (older versions' names) whose owner process is gone."""
+    """Unlink the /dev/shm segments of ours whose owner process is gone (e.g. killed with SIGKILL)."""
     return _unlink_where(lambda pid, name: not process_alive(pid))
 
 

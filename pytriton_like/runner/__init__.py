@@ -1,8 +1,9 @@
 """A runner for services: every model of a Triton server as an attribute (see docs/runner.md).
 
 ``TritonRunner(url)`` (or ``Triton.runner()``) gives ``runner.my_model.run(x)`` and
-``await runner.my_model.async_run(x)``, returning a :class:`RunResult`, plus the server's
-model-management calls, sync and ``async_``.
+``await runner.my_model.async_run(x)``, returning a :class:`RunResult`, ``stream_infer`` for
+decoupled models, plus the server's calls (model management, health, metadata, log and trace
+settings, shared memory), sync and ``async_``.
 """
 
 from .model import ModelRunner

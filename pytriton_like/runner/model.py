@@ -1,18 +1,21 @@
-"""``ModelRunner``: one served model as a runner attribute, with ``run`` and ``async_run``.
+"""``ModelRunner``: one served model as a runner attribute, with ``run``, ``async_run`` and ``stream_infer``.
 
-It sends through a :class:`~pytriton_like.client.ModelClient` (for ``run``) and an
-:class:`~pytriton_like.client.AsyncioModelClient` (for ``async_run``), each opened at first use:
-the readiness wait, request building and error mapping are theirs.
+It sends through a :class:`~pytriton_like.client.ModelClient` (for ``run``), an
+:class:`~pytriton_like.client.AsyncioModelClient` (for ``async_run``) and the decoupled clients
+(for ``stream_infer`` / ``async_stream_infer``), each opened at first use: the readiness wait,
+request building and error mapping are theirs.
 """
 
 import asyncio
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional
 
 import numpy as np
 
 from ..client.aio import AsyncioModelClient
+from ..client.aio_decoupled import AsyncioDecoupledModelClient
 from ..client.core import CallArgs
+from ..client.decoupled import DecoupledModelClient
 from ..client.exceptions import PyTritonClientClosedError, PyTritonClientError
 from ..client.inference import ParametersT
 from ..client.sync import ModelClient
@@ -54,7 +57,9 @@ class ModelRunner:
         self._lock = threading.Lock()
         self._closed = False
         self._client: Optional[ModelClient] = None
-        self._async_client: Optional[AsyncioModelClient] = None
+        self._stream_client: Optional[DecoupledModelClient] = None
+        # the asyncio clients by kind ("run", "stream"), all of one event loop
+        self._async_clients: Dict[str, AsyncioModelClient] = {}
         self._async_loop: Optional[asyncio.AbstractEventLoop] = None
         self._retired: List[AsyncioModelClient] = []  # async clients to close in their loop
 
@@ -90,18 +95,53 @@ class ModelRunner:
     ) -> RunResult:
         """:meth:`run` as a coroutine; all ``async_run`` calls of a runner must use one event loop."""
         call = CallArgs(inputs, named_inputs, parameters, headers, sample=None)
-        client = await self._async_client_of_loop()
+        client = await self._async_client_of_loop(AsyncioModelClient)
         _, result = await client.send(call)
         return RunResult(result)
+
+    def stream_infer(
+        self, *inputs: np.ndarray, parameters: ParametersT = None, headers: ParametersT = None, **named_inputs: np.ndarray
+    ) -> Iterator[Dict[str, np.ndarray]]:
+        """Sends the inputs (as :meth:`run` does) to a decoupled model; returns an iterator of its responses.
+
+        The runner's url must be gRPC (Triton streams over gRPC only). Each response is a dict of
+        output arrays by name; leaving the iterator early cancels the rest of the stream.
+        Errors are those of :meth:`DecoupledModelClient.infer_batch
+        <pytriton_like.client.DecoupledModelClient.infer_batch>`.
+
+        Raises:
+            PyTritonClientInvalidUrlError: the runner's url is not gRPC.
+            PyTritonClientInferenceServerError: the model is not decoupled, or failed the request.
+        """
+        call = CallArgs(inputs, named_inputs, parameters, headers, sample=None)
+        with self._lock:
+            self._check_open()
+            if self._stream_client is None:
+                self._stream_client = DecoupledModelClient(**self._kwargs)
+            client = self._stream_client
+        return client.stream(call)
+
+    async def async_stream_infer(
+        self, *inputs: np.ndarray, parameters: ParametersT = None, headers: ParametersT = None, **named_inputs: np.ndarray
+    ) -> AsyncIterator[Dict[str, np.ndarray]]:
+        """:meth:`stream_infer` as an async generator: ``async for response in runner.Model.async_stream_infer(x)``."""
+        call = CallArgs(inputs, named_inputs, parameters, headers, sample=None)
+        client = await self._async_client_of_loop(AsyncioDecoupledModelClient)
+        responses = client.stream(call)
+        try:
+            async for response in responses:
+                yield response
+        finally:
+            await responses.aclose()  # leaving early cancels the stream now, not when collected
 
     def forget(self) -> None:
         """Drops the clients (after the model was loaded or unloaded: its config may have changed)."""
         with self._lock:
-            client, self._client = self._client, None
-            if self._async_client is not None:
-                self._retired.append(self._async_client)
-                self._async_client = None
-        if client is not None:
+            clients = [c for c in (self._client, self._stream_client) if c is not None]
+            self._client = self._stream_client = None
+            self._retired.extend(self._async_clients.values())
+            self._async_clients = {}
+        for client in clients:
             client.close()
 
     def close(self) -> None:
@@ -112,7 +152,7 @@ class ModelRunner:
                 closed, so that it cannot be closed from here; nothing was closed.
         """
         with self._lock:
-            has_async = bool(self._retired) or self._async_client is not None
+            has_async = bool(self._retired) or bool(self._async_clients)
             loop = self._async_loop
         if has_async and (loop is None or loop.is_running() or loop.is_closed()):
             raise PyTritonClientError(
@@ -141,7 +181,8 @@ class ModelRunner:
                 self._client = ModelClient(**self._kwargs)
             return self._client
 
-    async def _async_client_of_loop(self) -> AsyncioModelClient:
+    async def _async_client_of_loop(self, kind: type) -> Any:
+        """The asyncio client of class ``kind`` of this runner, in the running loop (the one loop of the runner)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             self._check_open()
@@ -152,9 +193,9 @@ class ModelRunner:
                 )
             self._async_loop = loop
             retired, self._retired = self._retired, []
-            if self._async_client is None:
-                self._async_client = AsyncioModelClient(**self._kwargs)
-            client = self._async_client
+            client = self._async_clients.get(kind.__name__)
+            if client is None:
+                client = self._async_clients[kind.__name__] = kind(**self._kwargs)
         await _close_all(retired)
         return client
 

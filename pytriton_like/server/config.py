@@ -1,15 +1,18 @@
 """``TritonConfig``: options of the tritonserver process, and the command line they make."""
 
 import dataclasses
+import logging
 import os
 import pathlib
 import re
 import typing
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..exceptions import PyTritonValidationError
 
-__all__ = ["TritonConfig", "ENV_PREFIX", "server_argv", "connect_host", "local_url"]
+__all__ = ["TritonConfig", "ENV_PREFIX", "server_argv", "connect_host", "local_url", "endpoint_urls"]
+
+logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "PYTRITON_TRITON_CONFIG_"
 DEFAULT_HTTP_PORT = 8000
@@ -22,6 +25,11 @@ DEFAULT_RELAY_SPIN_US = 0
 # Batches in flight per model instance (TritonConfig.relay_in_flight, docs/performance.md).
 DEFAULT_RELAY_IN_FLIGHT = 1
 MAX_RELAY_IN_FLIGHT = 16
+# How long serve() keeps serving, reported not ready, after SIGTERM (TritonConfig.drain_secs,
+# docs/deployment.md): long enough for a load balancer checking every second or two and for
+# Kubernetes to take the pod out of its endpoints, short enough that the stop after it still fits
+# `docker stop`'s 10 s and Kubernetes' 30 s grace periods.
+DEFAULT_DRAIN_SECS = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,11 +39,13 @@ class TritonConfig:
     Every field may also come from an environment variable ``PYTRITON_TRITON_CONFIG_<FIELD>``
     (e.g. ``PYTRITON_TRITON_CONFIG_HTTP_PORT=9000``); a list field takes one item from
     ``..._<FIELD>`` or several from ``..._<FIELD>_0``, ``..._<FIELD>_1``...; a value given to the
-    constructor wins over the environment.
+    constructor wins over the environment. A variable that names no field is ignored, with one
+    warning naming all such variables (as PyTriton does); a bad value of a known field is an error.
 
     Args:
         id: identifier of the server.
-        model_repository: a model repository of hand-written models served next to bound ones.
+        model_repository: a model repository of hand-written models served next to bound ones: a
+            folder, or an ``s3://`` URL (kept as a string; docs/model_management.md).
         log_verbose: verbose logging level (0: off).
         log_file: file that receives the server's log (default: ``triton.log`` in the workspace).
         exit_timeout_secs: how long stopping waits for in-flight requests.
@@ -74,10 +84,26 @@ class TritonConfig:
         repository_poll_secs: in ``"poll"`` mode, seconds between two scans of the repository
             (default 15).
         load_model: in ``"explicit"`` mode, the repository models loaded at start.
+        extra_args: tritonserver options this class does not name, as a dict
+            (``{"model-load-thread-count": 4, "log-format": "ISO8601"}``; a list value repeats the
+            option, ``None`` passes it without a value) or a list of flags
+            (``["--model-load-thread-count=4"]``). Options pytriton_like controls (ports,
+            addresses, the model-control mode and repositories, backend and cache folders,
+            restricted APIs, the log it reads, endpoints it cannot guard) are refused with a
+            :class:`PyTritonValidationError` that says what to use instead; so are options a
+            field of this class sets (use the field). From the environment:
+            ``PYTRITON_TRITON_CONFIG_EXTRA_ARGS=--model-load-thread-count=4`` (one flag) or
+            ``..._EXTRA_ARGS_0``, ``..._EXTRA_ARGS_1``... (several).
+        drain_secs: pytriton_like's own setting: on SIGTERM, ``serve()`` first makes the server
+            report not ready (``/v2/health/ready`` answers 400, gRPC ``ServerReady`` false) and
+            keeps serving what comes for this many seconds, then stops as ``stop()`` does (in-flight
+            requests finish). Default 5; 0 stops at once. SIGINT and ``stop()`` do not drain;
+            a second signal cuts the drain short. Needs ``strict_readiness`` (Triton's default).
+            See docs/deployment.md.
     """
 
     id: Optional[str] = None
-    model_repository: Optional[pathlib.Path] = None
+    model_repository: Optional[Union[pathlib.Path, str]] = None
     log_verbose: Optional[int] = None
     log_file: Optional[pathlib.Path] = None
     exit_timeout_secs: Optional[int] = None
@@ -121,6 +147,8 @@ class TritonConfig:
     model_control_mode: Optional[str] = None
     repository_poll_secs: Optional[float] = None
     load_model: Optional[List[str]] = None
+    extra_args: Optional[Union[List[str], Dict[str, Any]]] = None
+    drain_secs: Optional[float] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -135,7 +163,18 @@ class TritonConfig:
             raise PyTritonValidationError(
                 f"TritonConfig: relay_in_flight must be within 1..{MAX_RELAY_IN_FLIGHT}, got {self.relay_in_flight}"
             )
+        if self.drain_secs is not None and not self.drain_secs >= 0:
+            raise PyTritonValidationError(f"TritonConfig: drain_secs must be 0 or more, got {self.drain_secs}")
         _check_control_mode(self)
+        self.extra_flags()  # refuses what pytriton_like controls, now rather than at run()
+
+    def extra_flags(self) -> List[str]:
+        """``extra_args`` as tritonserver flags (``--name=value``), checked.
+
+        Raises:
+            PyTritonValidationError: a malformed option, or one pytriton_like controls.
+        """
+        return extra_flags(self.extra_args)
 
     def relay_spin(self) -> int:
         """``relay_spin_us``, or its default when unset."""
@@ -144,6 +183,10 @@ class TritonConfig:
     def relay_batches_in_flight(self) -> int:
         """``relay_in_flight``, or its default when unset."""
         return DEFAULT_RELAY_IN_FLIGHT if self.relay_in_flight is None else self.relay_in_flight
+
+    def drain_time(self) -> float:
+        """``drain_secs``, or its default when unset."""
+        return DEFAULT_DRAIN_SECS if self.drain_secs is None else self.drain_secs
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
@@ -207,6 +250,7 @@ def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
     types = _field_types()
     values: Dict[str, Any] = {}
     items: Dict[str, Dict[int, str]] = {}
+    unknown = []
     for name, text in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
@@ -216,14 +260,24 @@ def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
             items.setdefault(match[1], {})[int(match[2])] = text
             continue
         if key not in types:
-            raise PyTritonValidationError(f"{name}: no TritonConfig field {key!r}")
+            unknown.append(name)
+            continue
         values[key] = _convert(name, types[key], text)
+    if unknown:
+        logger.warning(
+            "ignoring %s: no TritonConfig field of %s (the fields: %s)",
+            ", ".join(sorted(unknown)),
+            "that name" if len(unknown) == 1 else "these names",
+            ", ".join(types),
+        )
     for key, indexed in items.items():
         values[key] = [indexed[index] for index in sorted(indexed)]
     return values
 
 
 def _convert(variable: str, kind: Any, text: str) -> Any:
+    if kind is pathlib.Path and text.startswith("s3://"):
+        return text  # an S3 model repository: a Path would fold its "//"
     if typing.get_origin(kind) is list:
         # One item: Triton's values hold commas themselves ("local,size=1048576").
         return [text]
@@ -235,6 +289,97 @@ def _convert(variable: str, kind: Any, text: str) -> Any:
         return kind(text)
     except ValueError:
         raise PyTritonValidationError(f"{variable}={text!r}: expected {kind.__name__}") from None
+
+
+# tritonserver options that extra_args may not set, with why (what to use instead).
+_CONTROLLED = {
+    "model-repository": "pytriton_like passes its own repositories; use Triton(model_repository=...)",
+    "model-store": "pytriton_like passes its own repositories; use Triton(model_repository=...)",
+    "model-control-mode": "the server always runs in explicit mode; use TritonConfig.model_control_mode",
+    "load-model": "pytriton_like loads the models at start; use TritonConfig.load_model",
+    "repository-poll-secs": "pytriton_like polls the repository itself; use TritonConfig.repository_poll_secs",
+    "backend-directory": "pytriton_like runs the bundled backends from its workspace",
+    "cache-directory": "use TritonConfig.cache_directory",
+    "reuse-http-port": "pytriton_like checks that its ports are free and its own",
+    "reuse-grpc-port": "pytriton_like checks that its ports are free and its own",
+    "http-restricted-api": "use Triton(security_config=TritonSecurityConfig(...)) or TritonConfig.http_restricted_api",
+    "grpc-restricted-protocol": "use Triton(security_config=TritonSecurityConfig(...)) or TritonConfig.grpc_restricted_protocol",
+    "allow-sagemaker": "its endpoint would serve the model-repository API without the access token",
+    "allow-vertex-ai": "its endpoint would serve the model-repository API without the access token",
+    "log-file": "pytriton_like reads the server's log from its output; use TritonConfig.log_file",
+    "log-info": "pytriton_like reads the server's INFO lines to know when it has started",
+    "help": "it prints the usage and exits",
+}
+_CONTROLLED_PREFIXES = {
+    "sagemaker-": "SageMaker's endpoint would serve the model-repository API without the access token",
+    "vertex-ai-": "Vertex AI's endpoint would serve the model-repository API without the access token",
+}
+_OPTION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def extra_flags(extra_args: Optional[Union[List[str], Dict[str, Any]]]) -> List[str]:
+    """tritonserver flags of ``TritonConfig.extra_args`` (a pure function).
+
+    Raises:
+        PyTritonValidationError: not a dict or list, a malformed option, or one pytriton_like
+            controls or a ``TritonConfig`` field sets.
+    """
+    if extra_args is None:
+        return []
+    pairs: List[tuple] = []
+    if isinstance(extra_args, Mapping):
+        for key, value in extra_args.items():
+            if not isinstance(key, str):
+                raise PyTritonValidationError(f"TritonConfig.extra_args: option names must be strings, got {key!r}")
+            values = value if isinstance(value, (list, tuple)) else [value]
+            pairs += [(key, item) for item in values]
+    elif isinstance(extra_args, (list, tuple)):
+        for flag in extra_args:
+            if not isinstance(flag, str):
+                raise PyTritonValidationError(f"TritonConfig.extra_args: flags must be strings, got {flag!r}")
+            name, has_value, value = flag.partition("=")
+            pairs.append((name, value if has_value else None))
+    else:
+        raise PyTritonValidationError(
+            "TritonConfig.extra_args must be a dict of options or a list of flags, "
+            f"got {type(extra_args).__name__}"
+        )
+    flags = []
+    for key, value in pairs:
+        name = _option_name(key)
+        if value is None:
+            flags.append(f"--{name}")
+        elif isinstance(value, bool):
+            flags.append(f"--{name}={'true' if value else 'false'}")
+        elif isinstance(value, (str, int, float, pathlib.PurePath)):
+            flags.append(f"--{name}={value}")
+        else:
+            raise PyTritonValidationError(
+                f"TritonConfig.extra_args: option {name!r} has a value of type {type(value).__name__}; "
+                "use a str, int, float, bool, path, a list of those, or None"
+            )
+    return flags
+
+
+def _option_name(key: str) -> str:
+    """The option ``key`` names (``--a-b``, ``a-b`` or ``a_b`` → ``a-b``), checked against what pytriton_like controls."""
+    name = key.strip()
+    name = name[2:] if name.startswith("--") else name
+    name = name.replace("_", "-").lower()
+    if not _OPTION_NAME.match(name):
+        raise PyTritonValidationError(f"TritonConfig.extra_args: {key!r} is not a tritonserver option name")
+    reason = _CONTROLLED.get(name) or next(
+        (why for prefix, why in _CONTROLLED_PREFIXES.items() if name.startswith(prefix)), None
+    )
+    if reason is None and name.replace("-", "_") in _field_names():
+        reason = f"TritonConfig.{name.replace('-', '_')} sets it; use the field"
+    if reason is not None:
+        raise PyTritonValidationError(f"TritonConfig.extra_args: --{name} is controlled by pytriton_like: {reason}")
+    return name
+
+
+def _field_names() -> set:
+    return {field.name for field in dataclasses.fields(TritonConfig)}
 
 
 # Fields that are not passed through as --field-name=value.
@@ -249,6 +394,8 @@ _NOT_FLAGS = {
     "model_control_mode",
     "repository_poll_secs",
     "load_model",
+    "extra_args",
+    "drain_secs",  # serve()'s drain on SIGTERM, before tritonserver is asked to stop
 }
 
 
@@ -292,6 +439,7 @@ def server_argv(
             argv.append(f"{flag}={value}")
     if restriction:
         argv += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
+    argv += config.extra_flags()
     return argv
 
 
@@ -305,3 +453,12 @@ def local_url(config: TritonConfig, endpoint: str) -> str:
     if endpoint == "HTTP":
         return f"http://{connect_host(config.http_address)}:{config.ports['HTTP']}"
     return f"grpc://{connect_host(config.grpc_address)}:{config.ports['gRPC']}"
+
+
+def endpoint_urls(config: TritonConfig) -> Dict[str, str]:
+    """The url of each enabled endpoint (``HTTP``, ``gRPC``, ``metrics``) of the server on ``config``,
+    from this machine."""
+    urls = {endpoint: local_url(config, endpoint) for endpoint in ("HTTP", "gRPC") if endpoint in config.ports}
+    if "metrics" in config.ports:
+        urls["metrics"] = f"http://{connect_host(config.metrics_address)}:{config.ports['metrics']}/metrics"
+    return urls

@@ -1,14 +1,16 @@
 """Model control calls to the running server (load, unload, readiness, index, config, statistics) over HTTP.
 
-The answers are Triton's JSON documents as its HTTP endpoint sends them.
+The calls go through ``tritonclient.http``; the answers are Triton's JSON documents as its HTTP
+endpoint sends them.
 """
 
-import json
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
+
+# Imported with the module, not at first call: a call can come while the server starts, when a
+# signal may cut serve() short, and an import cut short leaves gevent half-initialised.
+import tritonclient.http
+from tritonclient.utils import InferenceServerException
 
 from .security import ACCESS_TOKEN_HEADER
 
@@ -32,16 +34,16 @@ class ServerControl:
     """
 
     def __init__(self, host: str, port: int, access_token: Optional[str] = None):
-        self._base = f"http://{host}:{port}"
-        self._headers = {ACCESS_TOKEN_HEADER: access_token} if access_token else {}
+        self._address = f"{host}:{port}"
+        self._headers = {ACCESS_TOKEN_HEADER: access_token} if access_token else None
 
     def load(self, model_name: str, timeout_s: float) -> None:
         """Load (or reload) a model; returns when it is loaded, raises ControlError if it failed."""
-        self._call("POST", f"/v2/repository/models/{_quoted(model_name)}/load", timeout_s, body=b"{}")
+        self._call(timeout_s, lambda client: client.load_model(model_name, headers=self._headers))
 
     def unload(self, model_name: str, timeout_s: float) -> None:
         """Unload a model."""
-        self._call("POST", f"/v2/repository/models/{_quoted(model_name)}/unload", timeout_s, body=b"{}")
+        self._call(timeout_s, lambda client: client.unload_model(model_name, headers=self._headers))
 
     def wait_unloaded(self, model_name: str, timeout_s: float) -> None:
         """Wait until no version of the model is loaded or unloading (Triton's unload returns before that).
@@ -69,52 +71,60 @@ class ServerControl:
             {entry.get("name") for entry in self.repository_index() if entry.get("state") in _LOADED_STATES} & wanted
         )
 
-    def model_ready(self, model_name: str, version: Optional[int] = None, timeout_s: float = 10) -> bool:
-        """Whether the model (version) is ready."""
-        path = _model_path(model_name, version) + "/ready"
+    def server_ready(self, timeout_s: float = 10) -> bool:
+        """Whether the server reports ready (``/v2/health/ready`` answers 200)."""
         try:
-            self._call("GET", path, timeout_s)
+            return self._call(timeout_s, lambda client: client.is_server_ready(headers=self._headers))
         except ControlError:
             return False
-        return True
+
+    def model_ready(self, model_name: str, version: Optional[int] = None, timeout_s: float = 10) -> bool:
+        """Whether the model (version) is ready."""
+        try:
+            return self._call(
+                timeout_s, lambda client: client.is_model_ready(model_name, _version(version), headers=self._headers)
+            )
+        except ControlError:
+            return False
 
     def repository_index(self, timeout_s: float = 10) -> List[Dict[str, Any]]:
         """Every model of every repository: ``name``, and ``version``, ``state``, ``reason`` once loaded."""
-        return json.loads(self._call("POST", "/v2/repository/index", timeout_s, body=b"{}"))
+        return self._call(timeout_s, lambda client: client.get_model_repository_index(headers=self._headers))
 
     def model_config(self, model_name: str, version: Optional[int] = None, timeout_s: float = 10) -> Dict[str, Any]:
         """The configuration of a loaded model (version)."""
-        return json.loads(self._call("GET", _model_path(model_name, version) + "/config", timeout_s))
+        return self._call(
+            timeout_s, lambda client: client.get_model_config(model_name, _version(version), headers=self._headers)
+        )
 
     def statistics(
         self, model_name: Optional[str] = None, version: Optional[int] = None, timeout_s: float = 10
     ) -> Dict[str, Any]:
         """Inference statistics (``{"model_stats": [...]}``) of one model (version), or of all."""
-        path = _model_path(model_name, version) if model_name else "/v2/models"
-        return json.loads(self._call("GET", path + "/stats", timeout_s))
+        return self._call(
+            timeout_s,
+            lambda client: client.get_inference_statistics(
+                model_name or "", _version(version) if model_name else "", headers=self._headers
+            ),
+        )
 
-    def _call(self, method: str, path: str, timeout_s: float, body: Optional[bytes] = None) -> bytes:
-        request = urllib.request.Request(self._base + path, data=body, method=method, headers=self._headers)
+    def _call(self, timeout_s: float, call: Callable[[Any], Any]) -> Any:
+        """``call`` with a client of its own, closed after it: no connection stays open (an open
+        HTTP connection holds up tritonserver's stop), and the calls of several threads never
+        share a client (tritonclient.http's clients are not thread-safe)."""
+        client = tritonclient.http.InferenceServerClient(
+            self._address, connection_timeout=timeout_s, network_timeout=timeout_s
+        )
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return response.read()
-        except urllib.error.HTTPError as exc:
-            raise ControlError(_server_message(exc.read()) or f"HTTP {exc.code}") from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise ControlError(f"cannot reach the server at {self._base}: {exc}") from exc
+            return call(client)
+        except InferenceServerException as exc:
+            raise ControlError(exc.message() or f"HTTP {exc.status()}") from exc
+        except OSError as exc:
+            raise ControlError(f"cannot reach the server at http://{self._address}: {exc}") from exc
+        finally:
+            client.close()
 
 
-def _quoted(model_name: str) -> str:
-    return urllib.parse.quote(model_name, safe="")
-
-
-def _model_path(model_name: str, version: Optional[int]) -> str:
-    path = f"/v2/models/{_quoted(model_name)}"
-    return path + (f"/versions/{version}" if version else "")
-
-
-def _server_message(body: bytes) -> str:
-    try:
-        return str(json.loads(body).get("error", ""))
-    except (ValueError, AttributeError):
-        return body.decode("utf-8", "replace")
+def _version(version: Optional[int]) -> str:
+    """tritonclient's model version argument ("": the latest)."""
+    return str(version) if version else ""

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonServerError
 from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX
+from .reaper import start_reaper, stop_reaper
 
 __all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits", "PRIVATE_UMASK"]
 
@@ -89,6 +90,8 @@ class ServerProcess:
         self._state = ServerState.NEW
         self._changed = threading.Condition()
         self._process: Optional[subprocess.Popen] = None
+        self._reaper: Optional[subprocess.Popen] = None  # ends the stubs should this process die
+        self._stopped = False  # stop() began: no reaper starts after it
         self._spawn_error: Optional[BaseException] = None
         self._exit_listeners: List = []
         self.returncode: Optional[int] = None
@@ -144,6 +147,12 @@ class ServerProcess:
             self._set_state(ServerState.EXITED)
             return
         logger.info("tritonserver started (pid %d), log in %s", self._process.pid, self.log_file)
+        with self._changed:
+            if not self._stopped:
+                try:
+                    self._reaper = start_reaper(self._process.pid)
+                except OSError as exc:
+                    logger.warning("cannot start the reaper of tritonserver's stubs: %s", exc)
         # The stubs inherit the server's output: the pipe may outlive the server, so its end is
         # not the server's exit.
         pump = threading.Thread(target=self._pump_log, name="tritonserver-log", daemon=True)
@@ -220,7 +229,9 @@ class ServerProcess:
         Returns:
             False if the server had to be killed (the caller knows whether that lost anything).
         """
-        process = self._process
+        with self._changed:
+            self._stopped = True
+            process = self._process
         if process is None:
             return True
         exited_by_itself = True
@@ -233,6 +244,8 @@ class ServerProcess:
         # Stubs a server left (it was stopped while loading a model, or crashed) are still in
         # its process group.
         _kill_group(process.pid)
+        if self._reaper is not None:
+            stop_reaper(self._reaper)
         return exited_by_itself
 
 

@@ -11,6 +11,7 @@ import inspect
 from typing import AsyncIterator, Callable, List, Optional
 
 from ..proxy.types import Request
+from .hints import call_hint
 
 __all__ = ["BatchCall", "ResponseStream"]
 
@@ -30,9 +31,15 @@ class BatchCall:
             self._loop = asyncio.new_event_loop()
 
     def __call__(self, requests: List[Request]):
-        if self._loop is not None:
-            return self._loop.run_until_complete(self._func(requests))
-        return self._func(requests)
+        try:
+            if self._loop is not None:
+                return self._loop.run_until_complete(self._func(requests))
+            return self._func(requests)
+        except TypeError as exc:
+            hint = call_hint(self._func, exc, requests)
+            if hint is None:
+                raise
+            raise TypeError(f"{exc}; {hint}") from exc
 
     def close(self) -> None:
         if self._loop is not None:
@@ -54,10 +61,16 @@ class ResponseStream:
 
     async def __call__(self, requests: List[Request]) -> AsyncIterator:
         loop = asyncio.get_running_loop()
-        if self._async:
-            result = self._func(requests)
-        else:
-            result = await loop.run_in_executor(self._pool, self._func, requests)
+        try:
+            if self._async:
+                result = self._func(requests)
+            else:
+                result = await loop.run_in_executor(self._pool, self._func, requests)
+        except TypeError as exc:
+            hint = call_hint(self._func, exc, requests)
+            if hint is None:
+                raise
+            raise TypeError(f"{exc}; {hint}") from exc
         if inspect.isasyncgen(result):
             async for responses in result:
                 yield responses

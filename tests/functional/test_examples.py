@@ -54,8 +54,15 @@ def test_runner_sync_and_async():
         "] async AddSub add = [[2.0, 2.0]]",
         "] async Scale scaled = [5.0]",
         "] AddSub max_batch_size: 16",
+        "] server 2.51.0 live: True",
+        "] AddSub inputs: ['a', 'b']",
+        "] log format (TritonConfig.extra_args): ISO8601",
+        "] trace level: ['OFF']",
+        "] system shared-memory regions: []",
+        "] async server ready: True",
     ):
         assert output.count(expected) == 2, expected  # once over HTTP, once over gRPC
+    assert output.count("] stream_infer Count: [0, 1, 2]") == 1  # gRPC only
     assert "server stopped (exit code 0)" in output
 
 
@@ -106,4 +113,35 @@ def test_business_logic_routes_each_request_to_another_model():
     for model in ("Router", "AsyncRouter"):
         assert output.count(f"] {model}: 'hello' -> fast: hello") == 2
         assert output.count(f"] {model}: 'a rather long text that the thorough model gets' -> thorough: 9 words") == 2
+    assert "server stopped (exit code 0)" in output
+
+
+def test_shared_memory_client():
+    output = run_example(EXAMPLES / "run.py", "shared_memory")
+    assert output.count("] regions registered: 1, 128 MiB") == 2  # 64 MiB in and 64 MiB out, one region
+    assert output.count("] after close: 0 segments of this client in /dev/shm") == 2
+    assert output.count("] 64 MiB in and out: shared memory ") == 2  # times vary: not compared here (bench/)
+    assert "server stopped (exit code 0)" in output
+
+
+def test_s3_repository_served_from_a_stand_in_s3_server():
+    output = run_example(EXAMPLES / "run.py", "s3_repository")
+    assert output.count("] Square from S3: y = [1.0, 4.0, 9.0]") == 2
+    assert output.count("] index: Square READY") == 2
+    assert "server stopped (exit code 0)" in output
+
+
+def test_cli_serves_a_module_callable_described_by_its_signature():
+    output = run_example(EXAMPLES / "run.py", "cli")
+    assert output.count("] normalized = [[0.6000000238418579, 0.800000011920929], [0.0, 1.0]]") == 2
+    assert output.count("] norm = [[5.0], [2.0]]") == 2
+    assert "server stopped (exit code 0)" in output
+
+
+def test_deployment_service_reports_ready_answers_and_exports_the_queue_metrics():
+    output = run_example(EXAMPLES / "run.py", "deployment")
+    assert output.count("] live: True, ready: True\n") == 2
+    assert output.count("] Linear y = 2x + 1: [[3.0], [6.0]]\n") == 2
+    for metric in ("nv_inference_pending_request_count", "nv_inference_queue_duration_us", "nv_inference_request_success"):
+        assert output.count(f"] {metric}: present\n") == 2, metric
     assert "server stopped (exit code 0)" in output

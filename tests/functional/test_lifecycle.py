@@ -58,7 +58,9 @@ def test_two_endpoints_on_one_port_are_refused_before_start():
 
 def test_model_that_fails_to_load_shows_the_server_log(monkeypatch):
     # A config.pbtxt Triton refuses, as if rendering had a bug: the error must carry Triton's words.
-    monkeypatch.setattr("pytriton_like.models.repository.render_config", lambda config: 'name: "Broken"\nbogus_field: 1\n')
+    monkeypatch.setattr(
+        "pytriton_like.models.repository.render_config", lambda config, versions: 'name: "Broken"\nbogus_field: 1\n'
+    )
     with pytest.raises(PyTritonServerError) as raised:
         with Triton(config=free_config()) as triton:
             triton.bind(model_name="Broken", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)

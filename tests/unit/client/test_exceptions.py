@@ -29,8 +29,21 @@ PYTRITON_NAMES = {
 }
 
 
+# Ours: the end of a wait for a model that stayed unavailable is both PyTriton's timeout and an
+# unavailable model.
+OWN_NAMES = {"PyTritonClientModelUnavailableTimeoutError"}
+
+
 def test_module_exports_pytriton_names():
-    assert set(client_exceptions.__all__) == PYTRITON_NAMES
+    assert set(client_exceptions.__all__) == PYTRITON_NAMES | OWN_NAMES
+
+
+def test_an_unavailable_model_at_the_end_of_a_wait_is_caught_as_either_parent():
+    error = client_exceptions.PyTritonClientModelUnavailableTimeoutError("gone", timeout_s=2.0, model_name="m")
+    for parent in (PyTritonClientTimeoutError, PyTritonClientModelUnavailableError):
+        with pytest.raises(parent):
+            raise error
+    assert (error.timeout_s, error.model_name) == (2.0, "m")
 
 
 @pytest.mark.parametrize("name", sorted(PYTRITON_NAMES))

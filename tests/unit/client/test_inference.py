@@ -1,6 +1,7 @@
 """Input checks, batch axis, request building and result parsing (no server)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -146,6 +147,20 @@ def test_sample_on_non_batching_model_is_sent_as_is():
 def test_batch_on_non_batching_model_refused():
     with pytest.raises(PyTritonClientModelDoesntSupportBatchingError, match="'Model' does not support batching"):
         _build(make_config(max_batch_size=0), {"x": X}, sample=False)
+
+
+def test_batch_larger_than_max_batch_size_refused_before_sending():
+    config = make_config(max_batch_size=4)
+    request = _build(config, {"x": np.zeros((4, 3), np.float32)}, sample=False)
+    assert [list(i.shape()) for i in request.inputs] == [[4, 3]]
+    message = (
+        "model 'Model' takes batches of at most 4 (its max_batch_size), got 5 rows in input 'x';"
+        " send the batch in parts of 4 rows or fewer"
+    )
+    with pytest.raises(PyTritonClientValueError, match=f"^{re.escape(message)}$") as raised:
+        _build(config, {"x": np.zeros((5, 3), np.float32)}, sample=False)
+    assert raised.value.model_name == "Model"
+    _build(config, {"x": np.zeros(5, np.float32)})  # a sample of 5 values is one row
 
 
 @pytest.mark.parametrize(

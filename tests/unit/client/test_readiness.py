@@ -1,10 +1,25 @@
 """Readiness wait: repository index parsing, backoff, and the verdict when time is up."""
 
+import logging
+
 import pytest
 
 from pytriton_like.client.error_mapping import ErrorContext
-from pytriton_like.client.exceptions import PyTritonClientModelUnavailableError, PyTritonClientTimeoutError
-from pytriton_like.client.readiness import ModelState, Readiness, ReadinessWaiter, model_state_from_index
+from pytriton_like.client.exceptions import (
+    PyTritonClientInferenceServerError,
+    PyTritonClientModelUnavailableError,
+    PyTritonClientModelUnavailableTimeoutError,
+    PyTritonClientTimeoutError,
+)
+from pytriton_like.client.readiness import (
+    REPORT_EVERY_S,
+    IndexAnswer,
+    ModelState,
+    Readiness,
+    ReadinessWaiter,
+    model_state_from_index,
+    why_unavailable,
+)
 
 HTTP_INDEX = [
     {"name": "A", "version": "1", "state": "READY"},
@@ -88,34 +103,59 @@ def test_server_not_ready():
     assert waiter.last_error is None
 
 
-def test_model_missing_is_unavailable():
+def test_model_missing_is_unavailable_and_a_timeout_naming_the_models_the_server_has():
     waiter, _ = make_waiter()
     waiter.record(Readiness.MODEL_NOT_READY)
     assert waiter.needs_model_state()
-    error = waiter.failure((ModelState.UNAVAILABLE, None))
-    assert isinstance(error, PyTritonClientModelUnavailableError)
-    assert "model 'M' (latest version) is not available at http://h:8000" in error.message
+    error = waiter.failure(IndexAnswer(entries=[{"name": "Double"}, {"name": "Mm"}]))
+    # PyTriton raises a timeout when the wait ends; the index says the model is unavailable: both
+    assert isinstance(error, PyTritonClientModelUnavailableTimeoutError)
+    assert isinstance(error, PyTritonClientTimeoutError) and isinstance(error, PyTritonClientModelUnavailableError)
+    assert error.message == (
+        "model 'M' is not in the repository of the server at http://h:8000 (did you mean 'Mm'?);"
+        " the server has: Double, Mm; waited 1 s for it"
+    )
+    assert error.timeout_s == 1.0 and error.model_name == "M"
 
 
 def test_model_failed_to_load_gives_the_reason():
     waiter, _ = make_waiter()
     waiter.record(Readiness.MODEL_NOT_READY)
-    error = waiter.failure((ModelState.UNAVAILABLE, "load failed: bad config"))
-    assert error.message.endswith(": load failed: bad config")
+    entries = [{"name": "M", "version": "1", "state": "UNAVAILABLE", "reason": "load failed: bad config"}]
+    error = waiter.failure(IndexAnswer(entries=entries))
+    assert error.message == (
+        "model 'M' (latest version) at http://h:8000 is not available: load failed: bad config; waited 1 s for it"
+    )
 
 
 def test_model_still_loading_is_a_timeout():
     waiter, _ = make_waiter()
     waiter.record(Readiness.MODEL_NOT_READY)
-    error = waiter.failure((ModelState.LOADING, None))
-    assert isinstance(error, PyTritonClientTimeoutError)
+    error = waiter.failure(IndexAnswer(entries=[{"name": "M", "version": "1", "state": "LOADING"}]))
+    assert type(error) is PyTritonClientTimeoutError
     assert error.message.endswith("was not ready within 1 s (state LOADING)")
 
 
 def test_model_not_ready_and_index_unknown_is_a_timeout():
     waiter, _ = make_waiter()
     waiter.record(Readiness.MODEL_NOT_READY)
-    assert isinstance(waiter.failure(None), PyTritonClientTimeoutError)
+    assert type(waiter.failure(None)) is PyTritonClientTimeoutError
+
+
+def test_index_refused_is_a_timeout_saying_what_the_token_would_tell():
+    waiter, _ = make_waiter()
+    waiter.record(Readiness.MODEL_NOT_READY)
+    refused = PyTritonClientInferenceServerError(
+        "repository index request of model 'M' (latest version) at http://h:8000 failed: "
+        "This API is restricted, expecting header 'triton-access-token'"
+    )
+    error = waiter.failure(IndexAnswer(error=refused))
+    assert type(error) is PyTritonClientTimeoutError
+    assert error.message == (
+        "model 'M' (latest version) at http://h:8000 was not ready within 1 s; the server did not show its"
+        " repository index, which would tell whether it has the model (This API is restricted, expecting header"
+        " 'triton-access-token'); pass access_token= to the client (see docs/security.md)"
+    )
 
 
 def test_a_failed_probe_after_the_server_was_seen_up_keeps_the_model_verdict():
@@ -125,4 +165,90 @@ def test_a_failed_probe_after_the_server_was_seen_up_keeps_the_model_verdict():
     waiter.record_error(cut_short)  # e.g. the last probe, squeezed by the deadline
     assert waiter.needs_model_state()
     assert waiter.last_error is cut_short
-    assert isinstance(waiter.failure((ModelState.UNAVAILABLE, None)), PyTritonClientModelUnavailableError)
+    assert isinstance(waiter.failure(IndexAnswer(entries=[])), PyTritonClientModelUnavailableError)
+
+
+# -- why a model is unavailable, from the index ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, version, expected",
+    [
+        ("A", None, None),  # loading: on its way
+        ("A", "2", None),  # ready
+        ("A", "3", "model 'A' has no version 3 at U; its versions: 1, 2, 10"),
+        ("B", None, "model 'B' (latest version) at U is not available: unloaded"),
+        ("C", None, "model 'C' is in the repository of the server at U but not loaded"),
+        ("c", None, "model 'c' is not in the repository of the server at U (did you mean 'C'?); the server has: A, B"),
+        ("Zebra", None, "model 'Zebra' is not in the repository of the server at U; the server has: A, B, C"),
+    ],
+)
+def test_why_unavailable(name, version, expected):
+    why = why_unavailable(HTTP_INDEX, name, version, "U")
+    assert why == expected if expected is None else why.startswith(expected)
+
+
+def test_why_unavailable_with_an_empty_server_and_with_many_models():
+    nothing = why_unavailable([], "M", None, "U")
+    assert nothing == "model 'M' is not in the repository of the server at U; the server has no models"
+    many = [{"name": f"m{index:02}"} for index in range(25)]
+    assert why_unavailable(many, "zzz", None, "U").endswith("the server has: m00, m01, m02, m03, m04, m05, m06, m07,"
+                                                            " m08, m09, m10, m11, m12, m13, m14, m15, m16, m17, m18,"
+                                                            " m19 and 5 more")
+
+
+# -- warnings while waiting --------------------------------------------------------------------
+
+
+def test_a_missing_model_is_reported_at_once_then_every_10_s(caplog):
+    waiter, clock = make_waiter(timeout_s=30.0)
+    assert not waiter.report_due()  # nothing known yet
+    waiter.record(Readiness.MODEL_NOT_READY)
+    assert waiter.report_due()
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.client.readiness"):
+        waiter.report(IndexAnswer(entries=[{"name": "AddSub"}, {"name": "Double"}]))
+        assert not waiter.report_due()
+        clock.now += REPORT_EVERY_S - 0.1
+        assert not waiter.report_due()
+        clock.now += 0.1
+        assert waiter.report_due()
+        waiter.report(IndexAnswer(entries=[{"name": "AddSub"}, {"name": "Double"}]))
+    assert [record.getMessage() for record in caplog.records] == [
+        "model 'M' is not in the repository of the server at http://h:8000; the server has: AddSub, Double;"
+        " waiting up to 30 s more for it (timeout 30 s, in case it is bound or loaded meanwhile)",
+        "model 'M' is not in the repository of the server at http://h:8000; the server has: AddSub, Double;"
+        " waiting up to 20 s more for it (timeout 30 s, in case it is bound or loaded meanwhile)",
+    ]
+    assert all(record.levelno == logging.WARNING for record in caplog.records)
+
+
+def test_a_loading_model_is_not_reported(caplog):
+    waiter, _ = make_waiter(timeout_s=30.0)
+    waiter.record(Readiness.MODEL_NOT_READY)
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.client.readiness"):
+        waiter.report(IndexAnswer(entries=[{"name": "M", "version": "1", "state": "LOADING"}]))
+    assert caplog.records == []
+    assert not waiter.report_due()  # asked again in 10 s
+
+
+def test_a_refused_index_is_reported_with_what_can_be_said(caplog):
+    waiter, _ = make_waiter(timeout_s=5.0)
+    waiter.record(Readiness.MODEL_NOT_READY)
+    refused = PyTritonClientModelUnavailableError(
+        "repository index request of model 'M' (latest version) at http://h:8000 failed: server unavailable: "
+        "This API is restricted, expecting header 'triton-grpc-protocol-triton-access-token'"
+    )
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.client.readiness"):
+        waiter.report(IndexAnswer(error=refused))
+    assert caplog.records[0].getMessage() == (
+        "model 'M' (latest version) at http://h:8000 is not ready; the server did not show its repository index,"
+        " which would tell whether it has the model (server unavailable: This API is restricted, expecting header"
+        " 'triton-grpc-protocol-triton-access-token'); pass access_token= to the client (see docs/security.md);"
+        " waiting up to 5 s more for it (timeout 5 s, in case it is bound or loaded meanwhile)"
+    )
+
+
+def test_a_server_not_up_is_not_reported():
+    waiter, _ = make_waiter()
+    waiter.record(Readiness.SERVER_NOT_READY)
+    assert not waiter.report_due()

@@ -10,8 +10,8 @@ from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import DynamicBatcher, QueuePolicy, Tensor, TimeoutAction
 from pytriton_like.model_config.generator import (
     dtype_to_triton,
+    BOUND_MODEL_BACKEND,
     render_config,
-    render_version_policy,
     triton_to_dtype,
     validate_config,
 )
@@ -259,10 +259,11 @@ def test_render_validates_first():
 def test_render_minimal_batching_model():
     text = render_config(config(max_batch_size=16))
     assert text.endswith("\n")
-    assert text.startswith('name: "Model"\nbackend: "pytriton_like"\nmax_batch_size: 16\n')
+    assert 'name: "Model"\n' in text and "max_batch_size: 16\n" in text
     model = parsed(config(max_batch_size=16))
     assert model.name == "Model"
-    assert model.backend == "pytriton_like"
+    assert model.backend == BOUND_MODEL_BACKEND == "pytriton_like"
+    assert not model.HasField("version_policy")
     assert model.max_batch_size == 16
     assert not model.HasField("dynamic_batching")
     assert [(i.name, type_name(i), list(i.dims)) for i in model.input] == [("x", "TYPE_FP32", [-1])]
@@ -423,12 +424,24 @@ def test_response_cache_with_decoupled_rejected():
 
 
 def test_version_policy_serves_every_bound_version():
-    text = render_config(config()) + render_version_policy([3, 1, 2])
+    text = render_config(config(), [3, 1, 2, 3])
     assert list(parsed_text(text).version_policy.specific.versions) == [1, 2, 3]
-    assert render_version_policy([1]) == "version_policy: { specific: { versions: [ 1 ] } }\n"
+    assert list(parsed_text(render_config(config(), [1])).version_policy.specific.versions) == [1]
 
 
 def test_version_policy_needs_positive_versions():
     for versions in ([], [0, 1]):
         with pytest.raises(PyTritonValidationError, match="version numbers of 1 or more"):
-            render_version_policy(versions)
+            render_config(config(), versions)
+
+
+def test_rendered_text_is_protobufs_own_printing():
+    # Built as Triton's ModelConfig message and printed by text_format: printing the parsed
+    # message again gives the same text, whatever the config holds.
+    cfg = config(
+        batcher=DynamicBatcher(preferred_batch_size=[2], default_queue_policy=QueuePolicy(max_queue_size=3)),
+        inputs=(spec("x"), spec("s", shape=(), optional=True)),
+        backend_parameters={"k": 'v"\n'},
+    )
+    text = render_config(cfg, [2, 1])
+    assert text == text_format.MessageToString(parsed_text(text))

@@ -1,6 +1,7 @@
 """TritonConfig: environment variables, validation, ports, and the tritonserver command line."""
 
 import dataclasses
+import logging
 import pathlib
 import re
 
@@ -117,15 +118,29 @@ def test_from_env_bad_int(text):
         TritonConfig.from_env(env(http_port=text))
 
 
-def test_from_env_unknown_variable():
-    message = r"PYTRITON_TRITON_CONFIG_NO_SUCH_FIELD: no TritonConfig field 'no_such_field'"
-    with pytest.raises(PyTritonValidationError, match=message):
-        TritonConfig.from_env(env(no_such_field="1"))
+def test_from_env_unknown_variables_are_ignored_with_one_warning_naming_them(caplog):
+    # PyTriton's own docs show PYTRITON_TRITON_CONFIG_LOG_VERBOSITY, which names no field of its
+    # TritonConfig either: PyTriton ignores it with a warning, and so do we.
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.server.config"):
+        config = TritonConfig.from_env(env(log_verbosity="4", no_such_field="1", grpc_port="9001"))
+    assert config == TritonConfig(grpc_port=9001)
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert message.startswith(
+        "ignoring PYTRITON_TRITON_CONFIG_LOG_VERBOSITY, PYTRITON_TRITON_CONFIG_NO_SUCH_FIELD: no TritonConfig field"
+    )
+    assert "log_verbose" in message  # the fields it has, to spot the typo
 
 
-def test_from_env_indexed_form_of_a_scalar_field_is_unknown():
-    with pytest.raises(PyTritonValidationError, match=r"no TritonConfig field 'http_port_0'"):
-        TritonConfig.from_env(env(http_port_0="9000"))
+def test_from_env_a_known_variable_with_a_bad_value_is_still_an_error(caplog):
+    with pytest.raises(PyTritonValidationError, match=r"PYTRITON_TRITON_CONFIG_LOG_VERBOSE='four': expected int"):
+        TritonConfig.from_env(env(log_verbose="four", log_verbosity="4"))
+
+
+def test_from_env_indexed_form_of_a_scalar_field_is_unknown(caplog):
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.server.config"):
+        assert TritonConfig.from_env(env(http_port_0="9000")) == TritonConfig()
+    assert "ignoring PYTRITON_TRITON_CONFIG_HTTP_PORT_0" in caplog.text
 
 
 def test_from_env_plain_list_variable_is_one_item_commas_kept():
@@ -186,8 +201,7 @@ def test_with_env_empty_environment_is_identity():
 def test_with_env_still_validates_the_result():
     with pytest.raises(PyTritonValidationError, match=r"allow at least one"):
         TritonConfig(allow_http=False).with_env(env(allow_grpc="false"))
-    with pytest.raises(PyTritonValidationError, match=r"no TritonConfig field"):
-        TritonConfig().with_env(env(bogus="1"))
+    assert TritonConfig().with_env(env(bogus="1")) == TritonConfig()  # ignored, with a warning
 
 
 # -- validation and ports ----------------------------------------------------------------------
@@ -212,6 +226,15 @@ def test_relay_in_flight_defaults_to_one_and_is_bounded():
     for bad in (0, 17):
         with pytest.raises(PyTritonValidationError, match=r"relay_in_flight must be within 1..16"):
             TritonConfig(relay_in_flight=bad)
+
+
+def test_drain_defaults_to_5_s_and_takes_zero_and_the_environment():
+    assert TritonConfig().drain_time() == 5.0
+    assert TritonConfig(drain_secs=0).drain_time() == 0
+    assert TritonConfig.from_env(env(drain_secs="12.5")).drain_time() == 12.5
+    assert not any("drain" in arg for arg in argv(TritonConfig(drain_secs=3), startup=["m"]))
+    with pytest.raises(PyTritonValidationError, match=r"drain_secs must be 0 or more, got -1"):
+        TritonConfig(drain_secs=-1)
 
 
 def test_relay_spin_defaults_to_off_and_takes_a_value_and_the_environment():
@@ -355,7 +378,7 @@ def test_argv_every_flag_is_a_tritonserver_option():
     # spin, and the control mode pytriton_like runs over the user's repository (the server stays explicit).
     assert unset == [
         "model_repository", "log_file", "shm_limit_bytes", "relay_spin_us", "relay_in_flight", "model_control_mode",
-        "repository_poll_secs", "load_model",
+        "repository_poll_secs", "load_model", "extra_args", "drain_secs",
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS
@@ -403,3 +426,75 @@ def test_argv_keeps_the_server_in_explicit_mode_whatever_the_mode():
         assert values_of(args, "model-control-mode") == ["explicit"]
         assert values_of(args, "load-model") == ["bound", "from_repo"]
         assert values_of(args, "repository-poll-secs") == []
+
+
+# -- extra_args: options TritonConfig does not name ----------------------------------------------
+
+
+def test_extra_args_dict_becomes_flags_after_the_named_ones():
+    config = TritonConfig(
+        strict_readiness=True,
+        extra_args={"model-load-thread-count": 4, "--log-format": "ISO8601", "strict_model_config": False,
+                    "backend-config": ["python,a=1", "python,b=2"], "model-namespacing": None},
+    )
+    args = argv(config)
+    tail = args[-6:]
+    assert tail == [
+        "--model-load-thread-count=4", "--log-format=ISO8601", "--strict-model-config=false",
+        "--backend-config=python,a=1", "--backend-config=python,b=2", "--model-namespacing",
+    ]
+    assert values_of(args[:-6], "strict-readiness") == ["true"]
+    assert {flag[2:].split("=")[0] for flag in tail} <= TRITONSERVER_FLAGS
+
+
+def test_extra_args_list_of_flags_kept_as_given():
+    config = TritonConfig(extra_args=["--model-load-thread-count=2", "--rate-limit=off", "model-load-retry-count=1"])
+    assert config.extra_flags() == ["--model-load-thread-count=2", "--rate-limit=off", "--model-load-retry-count=1"]
+    assert argv(config)[-3:] == config.extra_flags()
+
+
+def test_extra_args_from_env_one_flag_or_indexed_list():
+    one = TritonConfig.from_env(env(extra_args="--model-load-thread-count=4"))
+    assert one.extra_flags() == ["--model-load-thread-count=4"]
+    several = TritonConfig.from_env(env(extra_args_1="--log-format=ISO8601", extra_args_0="--model-load-thread-count=4"))
+    assert several.extra_flags() == ["--model-load-thread-count=4", "--log-format=ISO8601"]
+    assert TritonConfig(extra_args={"rate-limit": "off"}).with_env(env(extra_args="--x=1")).extra_flags() == [
+        "--rate-limit=off"
+    ]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"http-port": 9000}, r"--http-port is controlled by pytriton_like: TritonConfig.http_port sets it; use the field"),
+        (["--grpc_port=1"], r"--grpc-port .*TritonConfig.grpc_port"),
+        ({"metrics-port": 1}, r"--metrics-port .*TritonConfig.metrics_port"),
+        (["--model-control-mode=poll"], r"--model-control-mode .*explicit mode; use TritonConfig.model_control_mode"),
+        (["--model-repository=/x"], r"--model-repository .*Triton\(model_repository=...\)"),
+        (["--model-store=/x"], r"--model-store "),
+        ({"load-model": "m"}, r"--load-model .*TritonConfig.load_model"),
+        ({"repository-poll-secs": 1}, r"--repository-poll-secs "),
+        ({"backend-directory": "/b"}, r"--backend-directory .*bundled backends"),
+        ({"cache-directory": "/c"}, r"--cache-directory .*TritonConfig.cache_directory"),
+        ({"http-restricted-api": "x:a=b"}, r"--http-restricted-api .*security_config"),
+        ({"grpc-restricted-protocol": "x:a=b"}, r"--grpc-restricted-protocol .*security_config"),
+        ({"allow-sagemaker": True}, r"--allow-sagemaker .*without the access token"),
+        ({"vertex-ai-port": 1}, r"--vertex-ai-port .*without the access token"),
+        ({"reuse-grpc-port": 1}, r"--reuse-grpc-port .*ports"),
+        ({"log-file": "/l"}, r"--log-file .*TritonConfig.log_file"),
+        ({"log-info": False}, r"--log-info .*INFO lines"),
+        ({"exit-timeout-secs": 1}, r"TritonConfig.exit_timeout_secs sets it"),
+        ({"bad name": 1}, r"'bad name' is not a tritonserver option name"),
+        ({"x": {"nested": 1}}, r"option 'x' has a value of type dict"),
+        ("--model-load-thread-count=4", r"must be a dict of options or a list of flags, got str"),
+        ([4], r"flags must be strings, got 4"),
+    ],
+)
+def test_extra_args_refused_with_a_clear_error(extra, message):
+    with pytest.raises(PyTritonValidationError, match=message):
+        TritonConfig(extra_args=extra)
+
+
+def test_extra_args_refused_from_env_too():
+    with pytest.raises(PyTritonValidationError, match=r"--http-port is controlled"):
+        TritonConfig.from_env(env(extra_args="--http-port=1"))

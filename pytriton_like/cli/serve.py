@@ -1,0 +1,207 @@
+"""``pytriton_like serve module:callable``: serve one callable for a quick trial.
+
+The model is described by options (``--input a:float32:-1``...) or by the callable itself: the
+inputs by the parameters of a ``@batch``/``@sample`` callable (float32 and shape ``(-1,)`` unless
+annotated ``numpy.typing.NDArray[<dtype>]``), the outputs by one call with a sample of ones.
+"""
+
+import argparse
+import importlib
+import inspect
+import os
+import sys
+import typing
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .._decorator_utils import TRITON_CONTEXT_FIELD, unwrap_target
+from ..console import PREFIX
+from ..exceptions import PyTritonError
+from ..model_config import ModelConfig, Tensor
+from ..proxy.types import Request
+from ..server.config import TritonConfig
+from ..worker.calling import BatchCall
+from ..worker.hints import is_decorated
+
+__all__ = ["serve_target", "load_target", "parse_tensor", "inputs_from_signature", "outputs_from_a_call", "CliError"]
+
+_BYTES_NAMES = {"bytes": np.bytes_, "str": np.bytes_, "string": np.bytes_, "object": np.bytes_}
+
+
+class CliError(Exception):
+    """A command line that cannot be served; the message says what to change."""
+
+
+def serve_target(args: argparse.Namespace) -> int:
+    """Serve ``args.target`` until CTRL+C; returns the exit code."""
+    from ..triton import Triton  # noqa: PLC0415 - imported once the arguments are known good
+
+    try:
+        func = load_target(args.target)
+        batching = args.max_batch_size != 0
+        model_config = ModelConfig() if args.max_batch_size is None else _model_config(args.max_batch_size)
+        inputs = [parse_tensor(text, "--input") for text in args.inputs]
+        inputs_from = "--input"
+        if not inputs:
+            inputs, inputs_from = inputs_from_signature(func), "its signature"
+        outputs = [parse_tensor(text, "--output") for text in args.outputs]
+        outputs_from = "--output"
+        if not outputs:
+            outputs, outputs_from = outputs_from_a_call(func, inputs, batching), "one call with a sample of ones"
+        name = args.model_name or _name_of(func)
+        config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port)
+        batches = f"max_batch_size {model_config.max_batch_size}" if batching else "no batching"
+        _say(f"serving {args.target} as model {name} ({batches})")
+        for kind, specs, origin in (("input", inputs, inputs_from), ("output", outputs, outputs_from)):
+            for spec in specs:
+                _say(f"  {kind} {spec.name}: {np.dtype(spec.dtype).name} {spec.shape} (from {origin})")
+        with Triton(config=config) as triton:
+            triton.bind(
+                model_name=name,
+                infer_func=func,
+                inputs=inputs,
+                outputs=outputs,
+                config=model_config,
+                strict=args.strict,
+            )
+            triton.serve()
+    except (CliError, PyTritonError) as exc:
+        print(f"pytriton_like serve: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def load_target(target: str) -> Callable:
+    """The callable named by ``module:attribute`` (the attribute may be dotted); the current folder is importable."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise CliError(f"expected MODULE:CALLABLE, e.g. my_models:add_sub; got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does; a console script's path lacks it
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot import {module_name!r}: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise CliError(f"{module_name!r} has no {attribute!r}") from None
+    if not callable(found) or isinstance(found, type):
+        raise CliError(f"{target} is a {type(found).__name__}, not a function or a callable object")
+    return found
+
+
+def parse_tensor(text: str, option: str) -> Tensor:
+    """A tensor from ``NAME:DTYPE:SHAPE``, e.g. ``image:uint8:224,224,3`` (DTYPE and SHAPE default to
+    float32 and -1)."""
+    name, _, rest = text.partition(":")
+    dtype_name, _, shape_text = rest.partition(":")
+    if not name:
+        raise CliError(f"{option} {text!r}: expected NAME:DTYPE:SHAPE, e.g. a:float32:-1")
+    try:
+        dtype = _BYTES_NAMES.get(dtype_name) or np.dtype(dtype_name or "float32").type
+        shape = tuple(int(dim) for dim in (shape_text or "-1").split(","))
+    except (TypeError, ValueError):
+        raise CliError(
+            f"{option} {text!r}: expected NAME:DTYPE:SHAPE with a numpy dtype (float32, int64, bytes...) and"
+            " comma-separated dimensions (-1: any size), e.g. a:float32:-1"
+        ) from None
+    return Tensor(name=name, dtype=dtype, shape=shape)
+
+
+def inputs_from_signature(func: Callable) -> List[Tensor]:
+    """The inputs a ``@batch``/``@sample`` callable takes: one per named parameter; a parameter with
+    a default is an optional input."""
+    if not is_decorated(func):
+        raise CliError(
+            f"{_name_of(func)} is not decorated: it receives the list of requests, so its parameters do not"
+            " name the inputs; give them with --input NAME:DTYPE:SHAPE (or decorate it with @batch)"
+        )
+    target, instance = unwrap_target(func)
+    parameters = list(inspect.signature(target).parameters.values())
+    if instance is not None and parameters:
+        parameters = parameters[1:]  # self
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # noqa: BLE001 - annotations that do not evaluate: dtype float32
+        hints = {}
+    inputs = [
+        Tensor(
+            name=parameter.name,
+            dtype=_dtype_of(hints.get(parameter.name)),
+            shape=(-1,),
+            optional=parameter.default is not inspect.Parameter.empty,
+        )
+        for parameter in parameters
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        and parameter.name != TRITON_CONTEXT_FIELD
+    ]
+    if not inputs:
+        raise CliError(f"{_name_of(func)} names no inputs in its signature; give them with --input NAME:DTYPE:SHAPE")
+    return inputs
+
+
+def outputs_from_a_call(func: Callable, inputs: Sequence[Tensor], batching: bool) -> List[Tensor]:
+    """The outputs of one call with one request of ones (one row, each dimension 1): names and
+    dtypes as returned, every dimension variable (-1)."""
+    data = {spec.name: _ones(spec, batching) for spec in inputs}
+    call = BatchCall(func)
+    try:
+        responses = call([Request(data=data)])
+    except Exception as exc:  # noqa: BLE001 - any failure means: say the outputs instead
+        raise CliError(
+            f"cannot tell the outputs: calling {_name_of(func)} with a sample of ones failed ({type(exc).__name__}:"
+            f" {exc}); give them with --output NAME:DTYPE:SHAPE"
+        ) from exc
+    finally:
+        call.close()
+    if not isinstance(responses, (list, tuple)) or len(responses) != 1 or not isinstance(responses[0], dict):
+        raise CliError(
+            f"cannot tell the outputs: {_name_of(func)} returned {type(responses).__name__}, not one dict of"
+            " outputs per request; give them with --output NAME:DTYPE:SHAPE"
+        )
+    outputs = []
+    for name, value in responses[0].items():
+        array = np.asarray(value)
+        dtype = np.bytes_ if array.dtype.kind in "OSU" else array.dtype.type
+        rank = array.ndim - 1 if batching else array.ndim
+        outputs.append(Tensor(name=str(name), dtype=dtype, shape=(-1,) * max(rank, 1)))
+    return outputs
+
+
+def _model_config(max_batch_size: int) -> ModelConfig:
+    if max_batch_size < 0:
+        raise CliError(f"--max-batch-size must be 0 (no batching) or more, got {max_batch_size}")
+    if max_batch_size == 0:
+        return ModelConfig(batching=False, max_batch_size=0)
+    return ModelConfig(max_batch_size=max_batch_size)
+
+
+def _ones(spec: Tensor, batching: bool) -> np.ndarray:
+    shape: Tuple[int, ...] = tuple(1 if dim == -1 else dim for dim in spec.shape)
+    if batching:
+        shape = (1, *shape)
+    if spec.dtype is np.bytes_ or spec.dtype is object:
+        return np.full(shape, b"1", dtype=object)
+    return np.ones(shape, dtype=spec.dtype)
+
+
+def _dtype_of(annotation: Optional[Any]) -> Any:
+    """The numpy scalar type an annotation names (``NDArray[np.int64]``, ``np.int64``), float32 otherwise."""
+    candidates = [annotation, *typing.get_args(annotation)]
+    for candidate in candidates:
+        for inner in (candidate, *typing.get_args(candidate)):
+            if isinstance(inner, type) and issubclass(inner, np.generic):
+                return inner
+    return np.float32
+
+
+def _name_of(func: Callable) -> str:
+    """A function's (or method's) name; an object's class name."""
+    return getattr(func, "__name__", None) or type(func).__name__
+
+
+def _say(line: str) -> None:
+    print(f"{PREFIX}{line}", file=sys.stderr, flush=True)

@@ -1,0 +1,107 @@
+"""The reaper: a small process that ends tritonserver's stubs when the user process dies.
+
+tritonserver dies with the user process (parent-death signal), and each Python-backend stub then
+ends itself (the Python backend checks its parent), unless its main thread was waiting on tritonserver at that
+moment: it may then hang for good holding the GIL, so that no Python in it runs again (measured:
+3 of 8 SIGKILLs of a serving process under load left such a stub, with its shared memory and a
+few percent of a CPU, for good). No code inside the stub can help then, so a process of its own,
+started with the server, waits for the user process to exit (a pidfd), kills what is left of the
+server's process group, removes the stubs' regions named on their command lines and the named
+segments of the user process, and exits. A normal stop ends it first.
+"""
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import List, Tuple
+
+__all__ = ["start_reaper", "stop_reaper"]
+
+_OURS = ("tritonserver", "triton_python_backend_stub")
+
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_BOOT = f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); from pytriton_like.server.reaper import main; main(sys.argv[1:])"
+
+
+def start_reaper(server_pgid: int) -> subprocess.Popen:
+    """Start the reaper of the server whose process group is ``server_pgid``, for this process."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _BOOT, str(os.getpid()), str(server_pgid)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C or a signal to our group must not end it
+    )
+
+
+def stop_reaper(reaper: subprocess.Popen) -> None:
+    """End a reaper whose work is not needed (the server was stopped normally)."""
+    if reaper.poll() is None:
+        reaper.terminate()  # SIGTERM: its default action; it holds nothing
+    reaper.wait()
+
+
+def main(args: List[str]) -> None:
+    from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX, unlink_segments  # noqa: PLC0415
+
+    owner_pid, server_pgid = int(args[0]), int(args[1])
+    _wait_for_exit(owner_pid)
+    regions = []
+    for pid, cmdline in _group_members(server_pgid):
+        # Only tritonserver and its stubs: should the group id have been reused, nothing else.
+        if cmdline and cmdline[0].endswith(_OURS):
+            regions += [arg for arg in cmdline if arg.startswith(STUB_REGION_PREFIX)]
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for region in regions:
+        try:
+            os.unlink(os.path.join(SHM_DIR, region))
+        except FileNotFoundError:
+            pass
+    unlink_segments(owner_pid)
+
+
+def _group_members(pgid: int) -> List[Tuple[int, List[str]]]:
+    """(pid, command line) of each process in process group ``pgid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                group = int(stat.read().rsplit(b")", 1)[1].split()[2])
+            if group == pgid:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    found.append((int(entry), [arg.decode("utf-8", "replace") for arg in cmdline.read().split(b"\0") if arg]))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+def _wait_for_exit(pid: int) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # no pidfd on this Python or kernel
+        while _alive(pid):
+            time.sleep(1)
+        return
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
