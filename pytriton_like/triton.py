@@ -431,6 +431,12 @@ class Triton:
         env = bundle.server_environment(os.environ)
         log_file = pathlib.Path(config.log_file) if config.log_file else self._workspace.log_file
         logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
+        if self._security.access_token:
+            # before the server starts: a client of this host that sees a model ready (with the
+            # native relay, a fraction of a second after the start) must find the token already
+            for endpoint in ("HTTP", "gRPC"):
+                if endpoint in config.ports:
+                    write_token(config.ports[endpoint], self._security.access_token)
         self._server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
         self._server.add_exit_listener(self._on_server_exit)
         try:
@@ -459,10 +465,6 @@ class Triton:
                 known=known,
             )
             self._poller.start()
-        if self._security.access_token:
-            for endpoint in ("HTTP", "gRPC"):
-                if endpoint in config.ports:
-                    write_token(config.ports[endpoint], self._security.access_token)
         self._started_models = expected
         self._say_started()
 
