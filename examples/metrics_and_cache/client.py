@@ -10,21 +10,32 @@ import argparse
 import os
 import re
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
 
 from pytriton_like.client import ModelClient
 
-# the relay publishes its metrics once a second (docs/metrics.md)
+# how long to wait for the relay's counters to show a call (they are counted as each batch ends,
+# docs/metrics.md), and for the metrics endpoint, which tritonserver opens a moment after its
+# HTTP endpoint
 _PUBLISH_WAIT_S = 10
 _SAMPLE = re.compile(r'^(\w+)\{(.*)\} (\S+)$')
 
 
 def scrape(metrics_url: str, model: str) -> dict:
     """name (with its labels but model and version) -> value, for ``model``'s series."""
-    with urllib.request.urlopen(metrics_url, timeout=10) as response:
-        text = response.read().decode()
+    deadline = time.monotonic() + _PUBLISH_WAIT_S
+    while True:
+        try:
+            with urllib.request.urlopen(metrics_url, timeout=10) as response:
+                text = response.read().decode()
+            break
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     values = {}
     for line in text.splitlines():
         match = _SAMPLE.match(line)
