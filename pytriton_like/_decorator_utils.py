@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Generator, Hashable, List, Optional, Seq
 
 import numpy as np
 
-from .exceptions import PyTritonBadParameterError, PyTritonValidationError
+from .exceptions import PyTritonBadParameterError, PyTritonRuntimeError, PyTritonValidationError
 from .model_config.triton_model_config import TritonModelConfig
 from .proxy.types import Request
 
@@ -32,7 +32,9 @@ __all__: List[str] = []
 
 TRITON_CONTEXT_FIELD = "triton_context"
 """Keyword under which ``@triton_context`` passes the context; never treated as a model input."""
-SPECIAL_KEYS = frozenset({TRITON_CONTEXT_FIELD})
+TRITON_CONTEXT_ATTRIBUTE = "__triton_context__"
+"""Attribute of a callable (or its instance) that holds its context, as PyTriton sets it."""
+SPECIAL_KEYS = frozenset({TRITON_CONTEXT_FIELD, TRITON_CONTEXT_ATTRIBUTE})
 
 Call = Tuple[tuple, Dict[str, Any]]
 Steps = Generator[Call, Any, Any]
@@ -344,13 +346,18 @@ def concatenate_requests(requests: Sequence[Mapping]) -> Tuple[Dict[str, np.ndar
 
 def split_outputs(result: Any, sizes: List[int], convert: Callable) -> List[Dict[str, Any]]:
     """@batch: one response per request, slicing axis 0 of the outputs by ``sizes``."""
-    outputs = {name: np.asarray(value) for name, value in convert(result).items()}
+    converted = convert(result)
+    if isinstance(converted, PaddedOutputs):
+        converted = converted.trimmed()
+    outputs = {name: np.asarray(value) for name, value in converted.items()}
     total = sum(sizes)
-    wrong = [f"{name!r} has shape {value.shape}" for name, value in outputs.items() if value.shape[:1] != (total,)]
+    wrong = {name: value.shape for name, value in outputs.items() if value.shape[:1] != (total,)}
     if wrong:
-        raise PyTritonValidationError(
+        raise OutputBatchSizeError(
+            "Received output tensors with different batch sizes: "
+            f"{', '.join(f'{name}: {shape}' for name, shape in wrong.items())}. Expected batch size: {total}. "
             f"@batch: every output needs the batch size {total} (the sum of the requests' batch sizes "
-            f"{sizes}) on axis 0, but {', '.join(wrong)}"
+            f"{sizes}) on axis 0, but {', '.join(f'{name!r} has shape {shape}' for name, shape in wrong.items())}"
         )
     if len(sizes) == 1:
         return [outputs]
@@ -468,9 +475,9 @@ def first_row(name: str, values: Any, squeeze: bool, strict: bool) -> Any:
     if strict and len(values) > 1:
         same = np.broadcast_to(values[:1], values.shape)
         if not np.array_equal(values, same, equal_nan=values.dtype.kind in "fc"):
-            raise PyTritonValidationError(
-                f"@first_value: the values of input {name!r} differ across the batch: {short_repr(values)}; "
-                f"group the batch with @group_by_values({name!r}) first, or pass strict=False"
+            raise PyTritonRuntimeError(
+                f"The values on the {name!r} input are not equal: {short_repr(values)}. @first_value needs one"
+                f" value for the batch: group the batch with @group_by_values({name!r}) first, or pass strict=False"
             )
     if squeeze and isinstance(first, np.ndarray) and first.size == 1:
         first = first.reshape(())[()]
@@ -492,10 +499,26 @@ def repeat_last_row(value: Any, target: int) -> np.ndarray:
     return np.concatenate([value, np.repeat(value[-1:], target - len(value), axis=0)])
 
 
-def trim_outputs(outputs: Dict[str, Any], size: int, target: int) -> Dict[str, Any]:
-    """@pad_batch: outputs of the padded size cut back to ``size`` rows."""
-    trimmed = {}
-    for name, value in outputs.items():
-        value = np.asarray(value)
-        trimmed[name] = value[:size] if value.shape[:1] == (target,) else value
-    return trimmed
+class OutputBatchSizeError(PyTritonValidationError, ValueError):
+    """@batch: outputs whose axis 0 is not the batch's size (a ValueError too, as PyTriton raises)."""
+
+
+class PaddedOutputs(dict):
+    """@pad_batch's outputs, as the callable returned them for the padded batch.
+
+    Called alone, ``@pad_batch`` returns the padded rows (as PyTriton's); ``@batch`` above it
+    sees this type and keeps the first ``batch_size`` rows of the outputs of the padded size.
+    """
+
+    def __init__(self, outputs: Mapping[str, Any], batch_size: int, padded_size: int):
+        super().__init__(outputs)
+        self.batch_size = batch_size
+        self.padded_size = padded_size
+
+    def trimmed(self) -> Dict[str, Any]:
+        """The outputs cut back to ``batch_size`` rows (those of the padded size)."""
+        trimmed = {}
+        for name, value in self.items():
+            value = np.asarray(value)
+            trimmed[name] = value[: self.batch_size] if value.shape[:1] == (self.padded_size,) else value
+        return trimmed

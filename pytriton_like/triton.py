@@ -13,6 +13,7 @@ Example:
 """
 
 import atexit
+import copy
 import dataclasses
 import enum
 import itertools
@@ -35,7 +36,8 @@ from .model_config import ModelConfig, Tensor
 from .model_config.ensemble import EnsembleConfig, EnsembleStep, validate_ensemble
 from .model_config.generator import validate_config
 from .model_config.names import check_model_name
-from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
+from .model_config.common import DeviceKind
+from .model_config.triton_model_config import ResponseCache, TritonModelConfig, resolve_tensors
 from .models.loopback import LoopbackClients, loopback_url
 from .models.model import Model
 from .models.poller import RepositoryPoller
@@ -198,18 +200,20 @@ class Triton:
                 model_version=model_version,
                 max_batch_size=config.max_batch_size if config.batching else 0,
                 batching=config.batching,
-                batcher=config.batcher if config.batching and config.sequence_batcher is None else None,
-                instance_count=len(funcs),
+                # a copy: DynamicBatcher is mutable (as PyTriton's), the bound model's must not change
+                batcher=copy.deepcopy(config.batcher) if config.batching and config.sequence_batcher is None else None,
+                instance_group={DeviceKind.KIND_CPU: len(funcs)},
                 decoupled=config.decoupled,
                 inputs=resolve_tensors(inputs, "INPUT"),
                 outputs=resolve_tensors(outputs, "OUTPUT"),
-                response_cache=config.response_cache,
+                response_cache=ResponseCache(enable=True) if config.response_cache else None,
                 sequence_batcher=config.sequence_batcher,
+                model_warmup=copy.deepcopy(config.model_warmup) or None,
             )
         except TypeError as exc:
             raise PyTritonValidationError(f"model {model_name!r}: {exc}") from None
         validate_config(model_config)
-        if model_config.response_cache and not self._config.cache_config:
+        if config.response_cache and not self._config.cache_config:
             raise PyTritonValidationError(
                 f"model {model_name!r}: response_cache=True needs a cache in TritonConfig, e.g. "
                 "TritonConfig(cache_config=['local,size=1048576']); without one Triton ignores it"

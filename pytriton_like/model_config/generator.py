@@ -1,19 +1,21 @@
 """Render a :class:`TritonModelConfig` to Triton's config.pbtxt (protobuf text format)."""
 
 import json
+import pathlib
 import re
-from typing import TYPE_CHECKING, Iterable, List
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Union
 
 import numpy as np
 
-from ..exceptions import PyTritonValidationError
-from .common import DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy
-from .triton_model_config import TensorSpec, TritonModelConfig
+from ..exceptions import PyTritonBadParameterError, PyTritonValidationError
+from .common import DynamicBatcher, ModelWarmup, QueuePolicy, SequenceBatcher, SequenceStrategy
+from .triton_model_config import TensorSpec, TritonModelConfig, response_cache_enabled
 
 if TYPE_CHECKING:  # ensemble.py validates with this module's functions
     from .ensemble import EnsembleConfig
 
 __all__ = [
+    "ModelConfigGenerator",
     "render_config",
     "render_ensemble_config",
     "render_version_policy",
@@ -91,12 +93,50 @@ def validate_config(config: TritonModelConfig) -> None:
             seen.add(spec.name)
             _validate_tensor(where, kind, spec)
     _validate_batcher(where, config)
-    if config.response_cache and config.decoupled:
+    if response_cache_enabled(config) and config.decoupled:
         raise PyTritonValidationError(
             f"{where}: Triton's response cache does not support decoupled models; "
             "use response_cache=True or decoupled=True, not both"
         )
     _validate_sequence_batcher(where, config)
+    _validate_warmup(where, config)
+
+
+def _validate_warmup(where: str, config: TritonModelConfig) -> None:
+    inputs = {spec.name: spec for spec in config.inputs}
+    for warmup in config.model_warmup or ():
+        if not isinstance(warmup, ModelWarmup):
+            raise PyTritonValidationError(f"{where}: model_warmup takes ModelWarmup items, got {warmup!r}")
+        label = f"{where}: warm-up {warmup.name!r}"
+        if warmup.count < 1 or warmup.batch_size < (1 if config.batching else 0):
+            raise PyTritonValidationError(
+                f"{label}: count must be 1 or more and batch_size 1 or more, got {warmup.count} and {warmup.batch_size}"
+            )
+        if config.batching and warmup.batch_size > config.max_batch_size:
+            raise PyTritonValidationError(
+                f"{label}: batch_size {warmup.batch_size} is over max_batch_size ({config.max_batch_size})"
+            )
+        unknown = sorted(set(warmup.inputs) - set(inputs))
+        missing = sorted(name for name, spec in inputs.items() if not spec.optional and name not in warmup.inputs)
+        if unknown or missing:
+            raise PyTritonValidationError(
+                f"{label}: its inputs must be the model's: unknown {unknown or 'none'}, missing {missing or 'none'}"
+            )
+        for name, item in warmup.inputs.items():
+            if not (item.zero_data or item.random_data or item.input_data_file):
+                raise PyTritonValidationError(
+                    f"{label}: one of zero_data, random_data or input_data_file must be given for input {name!r}"
+                )
+            if not list(item.shape):
+                raise PyTritonValidationError(f"{label}: input {name!r} has no dimensions")
+            dtype_to_triton(_scalar_type(item.dtype))
+
+
+def _scalar_type(dtype):
+    """np.float32 for np.float32, np.dtype("float32") or "float32"; object and bytes as Triton's STRING."""
+    if dtype in (object, bytes, np.object_, np.bytes_):
+        return np.bytes_
+    return dtype if isinstance(dtype, type) and issubclass(dtype, np.generic) else np.dtype(dtype).type
 
 
 def _validate_tensor(where: str, kind: str, spec: TensorSpec) -> None:
@@ -146,7 +186,7 @@ def _validate_sequence_batcher(where: str, config: TritonModelConfig) -> None:
             f"{where}: a sequence batcher cannot serve a decoupled model here: its batches stream concurrently,"
             " so a sequence's requests could overtake each other"
         )
-    if config.response_cache:
+    if response_cache_enabled(config):
         raise PyTritonValidationError(
             f"{where}: a stateful model cannot use the response cache: its answers depend on the sequence's state"
         )
@@ -172,14 +212,34 @@ def render_config(config: TritonModelConfig) -> str:
         lines += _block("sequence_batching", _sequence_batcher_fields(config.sequence_batcher))
     lines += _tensors("input", config.inputs)
     lines += _tensors("output", config.outputs)
+    # Our callables run in the user's process: every stub instance is a CPU one.
     lines += ["instance_group [", f"  {{ kind: KIND_CPU count: {config.instance_count} }}", "]"]
     if config.decoupled:
         lines += ["model_transaction_policy { decoupled: true }"]
-    if config.response_cache:
+    if response_cache_enabled(config):
         lines += ["response_cache { enable: true }"]
     for key, value in sorted(config.backend_parameters.items()):
         lines += [f"parameters {{ key: {_quote(key)} value {{ string_value: {_quote(str(value))} }} }}"]
+    for warmup in config.model_warmup or ():
+        lines += _warmup(warmup)
     return "\n".join(lines) + "\n"
+
+
+def _warmup(warmup: ModelWarmup) -> List[str]:
+    lines = ["model_warmup {", f"  name: {_quote(warmup.name)}", f"  batch_size: {warmup.batch_size}", f"  count: {warmup.count}"]
+    for name, item in warmup.inputs.items():
+        if item.zero_data:
+            source = "zero_data: true"
+        elif item.random_data:
+            source = "random_data: true"
+        else:
+            source = f"input_data_file: {_quote(item.input_data_file)}"
+        dims = ", ".join(str(int(dim)) for dim in item.shape)
+        lines.append(
+            f"  inputs {{ key: {_quote(name)} value {{ data_type: TYPE_{dtype_to_triton(_scalar_type(item.dtype))}"
+            f" dims: [ {dims} ] {source} }} }}"
+        )
+    return lines + ["}"]
 
 
 def render_version_policy(versions: Iterable[int]) -> str:
@@ -280,3 +340,102 @@ def render_ensemble_config(config: "EnsembleConfig") -> str:
         steps.append("    {\n" + "\n".join(f"      {field}" for field in fields) + "\n    }")
     lines += ["ensemble_scheduling {", "  step [", ",\n".join(steps), "  ]", "}"]
     return "\n".join(lines) + "\n"
+
+
+class ModelConfigGenerator:
+    """A model config in the JSON shape of Triton's model-config API (PyTriton's generator).
+
+    Example:
+        >>> ModelConfigGenerator(TritonModelConfig(model_name="m", batching=False)).get_config()
+        {'name': 'm', 'backend': 'python', 'max_batch_size': 0}
+    """
+
+    def __init__(self, config: TritonModelConfig):
+        self._config = config
+
+    def get_config(self) -> Dict[str, Any]:
+        """The configuration as a dict, as ``ModelClient.get_model_config()`` reads it back."""
+        config = self._config
+        out: Dict[str, Any] = {"name": config.model_name, "backend": config.backend}
+        out["max_batch_size"] = config.max_batch_size if config.batching else 0
+        if config.batching and config.max_batch_size < 1:
+            raise PyTritonBadParameterError("The `max_batch_size` must be greater or equal to 1.")
+        if config.batching and isinstance(config.batcher, DynamicBatcher):
+            out["dynamic_batching"] = _batcher_dict(config.batcher)
+        if config.inputs:
+            out["input"] = [_tensor_dict(spec) for spec in config.inputs]
+        if config.outputs:
+            optional = [spec.name for spec in config.outputs if spec.optional]
+            if optional:
+                raise PyTritonBadParameterError(
+                    f"Optional flag for outputs is not supported. Outputs marked as optional: {', '.join(optional)}."
+                )
+            out["output"] = [_tensor_dict(spec) for spec in config.outputs]
+        if config.instance_group:
+            out["instance_group"] = [{"count": count, "kind": kind.value} for kind, count in config.instance_group.items()]
+        if config.decoupled:
+            out["model_transaction_policy"] = {"decoupled": True}
+        if config.backend_parameters:
+            out["parameters"] = {key: {"string_value": str(value)} for key, value in config.backend_parameters.items()}
+        if config.response_cache is not None:
+            out["response_cache"] = {"enable": response_cache_enabled(config)}
+        if config.model_warmup:
+            out["model_warmup"] = [_warmup_dict(warmup) for warmup in config.model_warmup]
+        return out
+
+    def to_file(self, config_path: Union[str, pathlib.Path]) -> str:
+        """Writes config.pbtxt to ``config_path`` (folders created); returns its text."""
+        text = render_config(self._config)
+        path = pathlib.Path(config_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return text
+
+
+def _tensor_dict(spec: TensorSpec) -> Dict[str, Any]:
+    item = {"name": spec.name, "dims": list(spec.shape), "data_type": f"TYPE_{dtype_to_triton(_scalar_type(spec.dtype))}"}
+    if spec.optional:
+        item["optional"] = True
+    return item
+
+
+def _policy_dict(policy: QueuePolicy) -> Dict[str, Any]:
+    return {
+        "timeoutAction": policy.timeout_action.value,
+        "defaultTimeoutMicroseconds": int(policy.default_timeout_microseconds),
+        "allowTimeoutOverride": policy.allow_timeout_override,
+        "maxQueueSize": int(policy.max_queue_size),
+    }
+
+
+def _batcher_dict(batcher: DynamicBatcher) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    if batcher.max_queue_delay_microseconds > 0:
+        out["maxQueueDelayMicroseconds"] = int(batcher.max_queue_delay_microseconds)
+    if batcher.preferred_batch_size:
+        out["preferredBatchSize"] = [int(size) for size in batcher.preferred_batch_size]
+    if batcher.preserve_ordering:
+        out["preserveOrdering"] = True
+    if batcher.priority_levels:
+        out["priorityLevels"] = batcher.priority_levels
+    if batcher.default_priority_level:
+        out["defaultPriorityLevel"] = batcher.default_priority_level
+    if batcher.default_queue_policy:
+        out["defaultQueuePolicy"] = _policy_dict(batcher.default_queue_policy)
+    if batcher.priority_queue_policy:
+        out["priorityQueuePolicy"] = {level: _policy_dict(p) for level, p in batcher.priority_queue_policy.items()}
+    return out
+
+
+def _warmup_dict(warmup: ModelWarmup) -> Dict[str, Any]:
+    inputs = {}
+    for name, item in warmup.inputs.items():
+        entry: Dict[str, Any] = {"data_type": f"TYPE_{dtype_to_triton(_scalar_type(item.dtype))}", "dims": list(item.shape)}
+        if item.zero_data:
+            entry["zero_data"] = True
+        elif item.random_data:
+            entry["random_data"] = True
+        elif item.input_data_file:
+            entry["input_data_file"] = item.input_data_file
+        inputs[name] = entry
+    return {"name": warmup.name, "batch_size": warmup.batch_size, "inputs": inputs, "count": warmup.count}

@@ -70,7 +70,9 @@ class Model:
         scheme = ZMQ_SCHEME if self.config.decoupled else UNIX_SCHEME
         addresses = [f"{scheme}{sockets / f'{self._tag}-{index}'}" for index in range(len(self._infer_funcs))]
         for index, (infer_func, address) in enumerate(zip(self._infer_funcs, addresses)):
-            attach_triton_context(infer_func, TritonContext(model_config=self.config, loopback=loopback))
+            context = TritonContext(model_config=self.config, loopback=loopback)
+            context.model_configs[infer_func] = self.config
+            attach_triton_context(infer_func, context)
             self._workers.append(
                 start_worker(
                     infer_func=infer_func,
@@ -120,3 +122,13 @@ def usable_spin_us(spin_us: int, instances: int) -> int:
     have a CPU of their own, else 0. Spinning pays only when a CPU would otherwise be idle; two
     instances on two cores were slower with it (docs/performance.md)."""
     return spin_us if 2 * instances <= len(os.sched_getaffinity(0)) else 0
+
+
+def _inject_triton_context(triton_context: TritonContext, model_callable: Callable) -> Callable:
+    """Attach ``triton_context`` to ``model_callable``, under the name PyTriton's tests use.
+
+    Users call :func:`pytriton_like.decorators.attach_triton_context`; this keeps PyTriton's
+    private helper working for code that unit-tests callables with it.
+    """
+    attach_triton_context(model_callable, triton_context)
+    return model_callable

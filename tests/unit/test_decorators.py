@@ -27,7 +27,7 @@ from pytriton_like.decorators import (
     sample,
     triton_context,
 )
-from pytriton_like.exceptions import PyTritonBadParameterError, PyTritonValidationError
+from pytriton_like.exceptions import PyTritonBadParameterError, PyTritonRuntimeError, PyTritonValidationError
 from pytriton_like.model_config.common import DynamicBatcher
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton_like.proxy.types import Request
@@ -75,6 +75,7 @@ def test_exported_names():
         "InferenceResult",
         "InferenceResults",
         "InputNames",
+        "ModelConfigDict",
         "TritonContext",
         "attach_triton_context",
         "batch",
@@ -866,7 +867,8 @@ def test_pad_batch_falls_back_to_max_batch_size():
     attach(infer, outputs=[("y", (1,), np.float32)], max_batch_size=6, batcher=DynamicBatcher(preferred_batch_size=[2]))
     result = infer(x=col(1, 2, 3))
     assert seen == [6]
-    np.testing.assert_array_equal(result["y"], col(1, 2, 3))
+    np.testing.assert_array_equal(result["y"], col(1, 2, 3, 3, 3, 3))  # the padded rows, as PyTriton's
+    assert batch(infer)([{"x": col(1, 2, 3)}])[0]["y"].shape == (3, 1)  # @batch keeps the real rows
 
 
 def test_pad_batch_leaves_full_batch_alone():
@@ -959,7 +961,7 @@ def test_first_value_strict_rejects_different_values():
     def infer(temperature):
         return temperature
 
-    with pytest.raises(PyTritonValidationError, match=r"'temperature' differ across the batch.*group_by_values"):
+    with pytest.raises(PyTritonRuntimeError, match=r"values on the 'temperature' input are not equal.*group_by_values"):
         infer(temperature=col(0.5, 0.7))
 
     assert first_value("temperature", strict=False)(lambda temperature: temperature)(temperature=col(0.5, 0.7)) == 0.5
@@ -972,7 +974,7 @@ def test_first_value_strict_treats_nan_as_equal_and_compares_bytes():
 
     f, s = infer(f=col(np.nan, np.nan), s=np.array([[b"a"], [b"a"]], dtype=object))
     assert np.isnan(f) and s == b"a"
-    with pytest.raises(PyTritonValidationError, match="'s' differ"):
+    with pytest.raises(PyTritonRuntimeError, match="values on the 's' input are not equal"):
         infer(f=col(1), s=np.array([[b"a"], [b"b"]], dtype=object))
 
 
@@ -1011,7 +1013,7 @@ def test_first_value_errors():
         return t
 
     attach(plain, batching=False, max_batch_size=0, model_name="nb")
-    with pytest.raises(PyTritonValidationError, match="model 'nb' has none"):
+    with pytest.raises(PyTritonRuntimeError, match="only be used with models that support batching.*'nb'"):
         plain(t=col(1))
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pytriton_like.exceptions import PyTritonValidationError
-from pytriton_like.model_config import DynamicBatcher, QueuePolicy, Tensor, TimeoutAction
+from pytriton_like.model_config import DeviceKind, DynamicBatcher, QueuePolicy, Tensor, TimeoutAction
 from pytriton_like.model_config.generator import (
     dtype_to_triton,
     render_config,
@@ -341,7 +341,7 @@ def test_preserve_ordering_with_several_priority_levels_rejected():
 
 
 def test_render_decoupled_response_cache_instances_and_parameters():
-    cfg = config(decoupled=True, instance_count=3, backend_parameters={"b": "2", "a": "1"})
+    cfg = config(decoupled=True, instance_group={DeviceKind.KIND_CPU: 3}, backend_parameters={"b": "2", "a": "1"})
     model = parsed(cfg)
     assert model.model_transaction_policy.decoupled is True
     assert model.response_cache.enable is False
