@@ -262,7 +262,8 @@ def row_keys(value: Any) -> List[Hashable]:
         return []
     row_shape = array.shape[1:]
     if array.dtype.kind in "OSU":  # by content, so b"ab" as S2, S5 or object groups together
-        return [(row_shape, tuple(_element_key(item) for item in row.ravel())) for row in array]
+        rows = array.reshape(count, -1)  # a 1-D array's rows are its elements: made rows of one
+        return [(row_shape, tuple(_element_key(item) for item in row)) for row in rows]
     flat = np.ascontiguousarray(array).reshape(count, -1)
     header = (array.dtype.str, row_shape)
     if count > 1 and np.array_equal(flat, np.broadcast_to(flat[:1], flat.shape)):
@@ -432,25 +433,30 @@ def common_dtype(name: str, dtypes: List[np.dtype]) -> np.dtype:
 
 
 def check_defaults(defaults: Dict[str, np.ndarray], config: TritonModelConfig) -> None:
-    """@fill_optionals: raises unless every default fits an input of the model."""
+    """@fill_optionals: raises unless every default fits an input of the model (PyTriton's wording first)."""
     specs = {spec.name: spec for spec in config.inputs}
-    problems = []
+    unknown = [name for name in defaults if name not in specs]
+    if unknown:
+        raise PyTritonBadParameterError(
+            f"@fill_optionals defaults do not fit model {config.model_name!r}: {', '.join(map(repr, unknown))}"
+            f" are not inputs (inputs: {sorted(specs)})"
+        )
+    dtypes, shapes = [], []
     for name, value in defaults.items():
-        spec = specs.get(name)
-        if spec is None:
-            problems.append(f"{name!r} is not an input (inputs: {sorted(specs)})")
-            continue
+        spec = specs[name]
         want = np.dtype(spec.dtype)
         fits = value.dtype.kind in "SUO" if want.kind in "SO" else value.dtype == want
         if not fits:
-            problems.append(f"{name!r} has dtype {value.dtype}, the input {want}")
+            dtypes.append(f"{name}: dtype={value.dtype} expected_dtype={want}")
         shape_fits = len(value.shape) == len(spec.shape) and all(w in (-1, h) for h, w in zip(value.shape, spec.shape))
         if not shape_fits:
-            problems.append(f"{name!r} has shape {value.shape}, the input {tuple(spec.shape)} (without the batch axis)")
-    if problems:
-        raise PyTritonBadParameterError(
-            f"@fill_optionals defaults do not fit model {config.model_name!r}: {'; '.join(problems)}"
-        )
+            shapes.append(f"{name}: shape={value.shape} expected_shape={tuple(spec.shape)} (without the batch axis)")
+    for problems, what in ((dtypes, "dtypes"), (shapes, "shapes")):
+        if problems:
+            raise PyTritonBadParameterError(
+                f"Could not use {', '.join(problems)} defaults as they have different than input signature {what}"
+                f" of model {config.model_name!r}"
+            )
 
 
 def fill_request(request: Mapping, defaults: Dict[str, np.ndarray], batching: bool) -> Mapping:

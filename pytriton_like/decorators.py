@@ -278,7 +278,8 @@ def get_triton_context(wrapped: Callable, instance: Any = None) -> TritonContext
     if context is None:
         name = getattr(wrapped, "__qualname__", None) or short_repr(wrapped)
         raise PyTritonValidationError(
-            f"No Triton context is attached to {name}: bind it to Triton first, or outside a server call "
+            "Wrapped function or object must bound with triton to get  __triton_context__."
+            f" No Triton context is attached to {name}: bind it to Triton first, or outside a server call "
             f"attach_triton_context(infer_func, TritonContext(model_config=...)) on the outermost callable"
         )
     return context
@@ -290,7 +291,8 @@ def get_model_config(wrapped: Callable, instance: Any = None) -> TritonModelConf
     Raises:
         PyTritonValidationError: no context is attached, or it holds no config for ``wrapped``.
     """
-    config = get_triton_context(wrapped, instance).config_of(wrapped)
+    context = get_triton_context(wrapped, instance)
+    config = context.config_of(wrapped) if isinstance(context, TritonContext) else None
     if config is None:
         raise PyTritonValidationError(
             f"The Triton context of {getattr(wrapped, '__qualname__', None) or short_repr(wrapped)} has no model"
@@ -307,7 +309,7 @@ def _find_context(wrapped: Callable, instance: Any) -> Optional[TritonContext]:
     for owner in (instance, wrapped):
         while owner is not None:
             found = getattr(owner, TRITON_CONTEXT_ATTRIBUTE, None) if not isinstance(owner, type) else None
-            if isinstance(found, TritonContext):
+            if found is not None:
                 return found
             owner = getattr(owner, "__wrapped__", None)
     return None
@@ -315,7 +317,7 @@ def _find_context(wrapped: Callable, instance: Any) -> Optional[TritonContext]:
 
 def _find_model_config(wrapped: Callable, instance: Any) -> Optional[TritonModelConfig]:
     context = _find_context(wrapped, instance)
-    return None if context is None else context.config_of(wrapped)
+    return context.config_of(wrapped) if isinstance(context, TritonContext) else None
 
 
 def convert_output(
@@ -563,7 +565,8 @@ def fill_optionals(**defaults: np.ndarray):
         **defaults: input name to default value.
 
     Raises:
-        PyTritonBadParameterError: a default is not a numpy array, or does not fit the model's inputs.
+        PyTritonBadParameterError: at the first call: a default is not a numpy array, or does not fit
+            the model's inputs.
         PyTritonValidationError: the decorator is not given the list of requests (not outermost).
 
     Example:
@@ -575,12 +578,14 @@ def fill_optionals(**defaults: np.ndarray):
     not_arrays = [
         f"{name}={short_repr(value, 60)}" for name, value in defaults.items() if not isinstance(value, np.ndarray)
     ]
-    if not_arrays:
-        raise PyTritonBadParameterError(f"@fill_optionals defaults must be numpy arrays, got {', '.join(not_arrays)}")
     checked: List[Optional[TritonModelConfig]] = [None]
 
     @wrapt.decorator
     def _fill_optionals(wrapped, instance, args, kwargs):
+        if not_arrays:  # at the call, as PyTriton (a module defining such a callable still imports)
+            raise PyTritonBadParameterError(
+                f"Could not use {', '.join(not_arrays)} defaults as they are not NumPy arrays"
+            )
         if not (args and is_request_list(args[0])):
             raise PyTritonValidationError(
                 "@fill_optionals takes the list of requests: put it first (outermost) in the decorator stack"

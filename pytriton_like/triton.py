@@ -49,13 +49,32 @@ from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
 from .server.control import ControlError, ServerControl
 from .server.process import ServerProcess, check_ports_free, wait_for_exits
-from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
+from .server.security import (
+    ACCESS_TOKEN_HEADER,
+    DEFAULT_RESTRICTED_ENDPOINTS,
+    VALID_ENDPOINTS,
+    TritonSecurityConfig,
+    check_restriction_overlap,
+    restriction_value,
+)
 from .server.workspace import Workspace, remove_orphaned_workspaces
 
 if TYPE_CHECKING:
     from .runner import TritonRunner
 
-__all__ = ["Triton", "TritonConfig", "TritonSecurityConfig"]
+__all__ = [
+    "Triton",
+    "TritonConfig",
+    "TritonSecurityConfig",
+    "DEFAULT_PROTECTED_ENDPOINTS",
+    "TRITON_ACCESS_HEADER",
+    "VALID_TRITON_ENDPOINTS",
+]
+
+# PyTriton's names of the security constants (server/security.py holds them).
+VALID_TRITON_ENDPOINTS = set(VALID_ENDPOINTS)
+DEFAULT_PROTECTED_ENDPOINTS = list(DEFAULT_RESTRICTED_ENDPOINTS)
+TRITON_ACCESS_HEADER = ACCESS_TOKEN_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +135,12 @@ class Triton:
         security_config: Optional[TritonSecurityConfig] = None,
     ):
         self._config = (config or TritonConfig()).with_env()
-        self._security = security_config if security_config is not None else TritonSecurityConfig()
-        if not isinstance(self._security, TritonSecurityConfig):
+        self._security_config = security_config if security_config is not None else TritonSecurityConfig()
+        if not isinstance(self._security_config, TritonSecurityConfig):
             raise PyTritonValidationError(
                 f"security_config must be a TritonSecurityConfig, got {type(security_config).__name__}"
             )
-        check_restriction_overlap(self._config, self._security)
+        check_restriction_overlap(self._config, self._security_config)
         if model_repository is not None:
             self._config = dataclasses.replace(self._config, model_repository=pathlib.Path(model_repository))
         repository = self._config.model_repository
@@ -397,7 +416,7 @@ class Triton:
         config = self._config
         check_ports_free(config.ports, _bind_address(config))
         self._workspace = Workspace(bundle, self._workspace_path)
-        self._loopback = LoopbackClients(loopback_url(config), access_token=self._security.access_token)
+        self._loopback = LoopbackClients(loopback_url(config), access_token=self._security_config.access_token)
         for model in self._models:
             self._setup(model)
         for name in self._models.names():
@@ -416,18 +435,18 @@ class Triton:
             backend_directory=self._workspace.backends,
             cache_directory=bundle.caches,
             startup_models=self._models.names() + repository_models + list(self._ensembles),
-            restriction=restriction_value(self._security),
+            restriction=restriction_value(self._security_config),
         )
-        self._security.warn_if_open()
+        self._security_config.warn_if_open()
         env = bundle.server_environment(os.environ)
         log_file = pathlib.Path(config.log_file) if config.log_file else self._workspace.log_file
-        logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
+        logger.debug("starting %s", " ".join(argv).replace(self._security_config.access_token or "\0", "<access token>"))
         self._server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
         self._server.add_exit_listener(self._on_server_exit)
         self._server.start(_START_TIMEOUT_S)
         if config.allow_http is not False:
             self._control = ServerControl(
-                connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
+                connect_host(config.http_address), config.ports["HTTP"], access_token=self._security_config.access_token
             )
             expected = [("model", model.name, model.version) for model in self._models]
             expected += [("model", name, None) for name in repository_models]
@@ -447,10 +466,10 @@ class Triton:
                 known=known,
             )
             self._poller.start()
-        if self._security.access_token:
+        if self._security_config.access_token:
             for endpoint in ("HTTP", "gRPC"):
                 if endpoint in config.ports:
-                    write_token(config.ports[endpoint], self._security.access_token)
+                    write_token(config.ports[endpoint], self._security_config.access_token)
         logger.info("Triton ready: %s", ", ".join(f"{k} on port {v}" for k, v in config.ports.items()))
 
     def _startup_repository_models(self) -> List[str]:
@@ -546,7 +565,7 @@ class Triton:
             url,
             init_timeout_s=init_timeout_s,
             inference_timeout_s=inference_timeout_s,
-            access_token=self._security.access_token,
+            access_token=self._security_config.access_token,
         )
 
     def is_alive(self) -> bool:
@@ -559,7 +578,7 @@ class Triton:
         Clients pass it as ``access_token=``; clients of this package on this host find it
         themselves (docs/security.md).
         """
-        return self._security.access_token
+        return self._security_config.access_token
 
     # -- model management (see docs/model_management.md) -------------------------------------
     # Answers are Triton's JSON documents, as its HTTP endpoint and ModelClient return them.
@@ -700,7 +719,7 @@ class Triton:
             elif not self._server.stop(timeout_s=exit_timeout + 5):
                 logger.warning("tritonserver did not stop within %.0f s; killed it", exit_timeout + 5)
             _remove_regions(regions)
-        if self._security.access_token:
+        if self._security_config.access_token:
             for port in (self._config.ports.get("HTTP"), self._config.ports.get("gRPC")):
                 if port is not None:
                     remove_token(port)

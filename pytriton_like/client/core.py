@@ -173,7 +173,7 @@ class ClientCore:
         # Without a token, a client of a server on this host uses the one its owner recorded for
         # this port (access_tokens.py), once there is one.
         self._find_token = access_token is None and is_local_host(self.url.hostname)
-        self._request_ids = itertools.count(1)
+        self._request_ids = itertools.count(0)  # from 0, as PyTriton's clients
         self._closed = threading.Event()
 
     def clone_kwargs(self) -> Dict[str, Any]:
@@ -420,7 +420,11 @@ class ClientCore:
 
     def raw_model_config(self, response: Any) -> Dict[str, Any]:
         """The model config dict from ``get_model_config`` (``model_call`` arguments), as HTTP sends it."""
-        return response if self.protocol is Protocol.HTTP else message_to_dict(response.config)
+        if self.protocol is Protocol.HTTP:
+            return response
+        if isinstance(response, dict):  # tritonclient.grpc's as_json=True form (a stand-in may give it)
+            return response.get("config", response)
+        return message_to_dict(response.config)
 
     def raw_statistics(self, response: Any) -> Dict[str, Any]:
         """``{"model_stats": [...]}`` from ``get_inference_statistics`` (``model_call`` arguments)."""

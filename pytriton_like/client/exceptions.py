@@ -8,6 +8,8 @@ The client branch of the error tree rooted at :class:`pytriton_like.exceptions.P
         │   └── PyTritonClientInvalidUrlError        a url that cannot be parsed or has a bad scheme
         ├── PyTritonClientTimeoutError               server/model not ready in time, or inference too slow
         ├── PyTritonClientModelUnavailableError      model unknown, not loaded, or server unreachable
+        │   └── PyTritonClientModelNotReadyError     ... found so when a wait for it timed out
+        │                                            (also a PyTritonClientTimeoutError, as PyTriton raises)
         ├── PyTritonClientClosedError                the client was closed
         ├── PyTritonClientModelDoesntSupportBatchingError  infer_batch on a model with max_batch_size 0
         ├── PyTritonClientInferenceServerError       the server (or the callable) failed the request
@@ -29,6 +31,7 @@ __all__ = [
     "PyTritonClientInvalidUrlError",
     "PyTritonClientTimeoutError",
     "PyTritonClientModelUnavailableError",
+    "PyTritonClientModelNotReadyError",
     "PyTritonClientClosedError",
     "PyTritonClientModelDoesntSupportBatchingError",
     "PyTritonClientInferenceServerError",
@@ -87,6 +90,14 @@ class PyTritonClientTimeoutError(PyTritonClientError):
 
 class PyTritonClientModelUnavailableError(PyTritonClientError):
     """The model (or its version) is not available: unknown, not loaded, or the server is unreachable."""
+
+
+class PyTritonClientModelNotReadyError(PyTritonClientModelUnavailableError, PyTritonClientTimeoutError):
+    """A wait for the model timed out and the server lists it as unavailable (or not at all).
+
+    Both a :class:`PyTritonClientModelUnavailableError` (what we found) and a
+    :class:`PyTritonClientTimeoutError` (what PyTriton raises then).
+    """
 
 
 class PyTritonClientClosedError(PyTritonClientError):

@@ -11,7 +11,11 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .error_mapping import ErrorContext
-from .exceptions import PyTritonClientError, PyTritonClientModelUnavailableError, PyTritonClientTimeoutError
+from .exceptions import (
+    PyTritonClientError,
+    PyTritonClientModelNotReadyError,
+    PyTritonClientTimeoutError,
+)
 
 __all__ = ["Readiness", "ModelState", "ReadinessWaiter", "model_state_from_index"]
 
@@ -140,24 +144,28 @@ class ReadinessWaiter:
         context = self._context
         attributes = context.attributes()
         waited = f"within {self._timeout_s:g} s"
+        # PyTriton's words first, so code matching them keeps working; then ours.
+        model_timed_out = f"Waiting for model {context.model_name}/{context.model_version or '<latest>'} to be ready timed out: "
         if self._last is Readiness.MODEL_NOT_READY and model_state is not None:
             state, reason = model_state
             if state is ModelState.UNAVAILABLE:
                 because = f": {reason}" if reason else " (not in the server's repository index or failed to load)"
-                return PyTritonClientModelUnavailableError(
-                    f"model {context.model_name!r} ({_version(context)}) is not available at {context.url}{because}",
+                return PyTritonClientModelNotReadyError(
+                    f"{model_timed_out}model {context.model_name!r} ({_version(context)}) is not available at"
+                    f" {context.url}{because}",
+                    timeout_s=self._timeout_s,
                     **attributes,
                 )
             return PyTritonClientTimeoutError(
-                f"model {context.model_name!r} ({_version(context)}) at {context.url} was not ready {waited} "
-                f"(state {state.value})",
+                f"{model_timed_out}model {context.model_name!r} ({_version(context)}) at {context.url} was not ready"
+                f" {waited} (state {state.value})",
                 timeout_s=self._timeout_s,
                 **attributes,
             )
         if self._last is Readiness.MODEL_NOT_READY:
-            what = f"model {context.model_name!r} ({_version(context)}) at {context.url} was not ready {waited}"
+            what = f"{model_timed_out}model {context.model_name!r} ({_version(context)}) at {context.url} was not ready {waited}"
         else:
-            what = f"server at {context.url} was not ready {waited}"
+            what = f"Waiting for server to be ready timed out: server at {context.url} was not ready {waited}"
             if self._last_error is not None:
                 what += f"; last error: {self._last_error.message}"
         return PyTritonClientTimeoutError(what, timeout_s=self._timeout_s, **attributes)

@@ -453,6 +453,16 @@ class ModelClient:
     def _control(self) -> Any:
         return self._connections.get(_CONTROL)
 
+    # PyTriton's names of its two tritonclient clients (code and tests that patch them keep working);
+    # here they are the calling thread's (HTTP) or the shared (gRPC) connections.
+    @property
+    def _general_client(self) -> Any:
+        return self._connections.get(_CONTROL)
+
+    @property
+    def _infer_client(self) -> Any:
+        return self._connections.get(_INFERENCE)
+
     def _repository_call(self, operation: str, method: str, kwargs: Dict[str, Any]) -> None:
         self._core.check_open()
         client = self._connections.get(_INFERENCE)  # loading takes long; the control client's timeout is short
