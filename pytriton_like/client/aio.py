@@ -130,6 +130,15 @@ class AsyncioModelClient:
         """The server url with its scheme."""
         return self._core.url.with_scheme
 
+    # PyTriton's names of its two tritonclient clients (code and tests that patch them keep working).
+    @property
+    def _general_client(self) -> Any:
+        return self._connections.get(_CONTROL)
+
+    @property
+    def _infer_client(self) -> Any:
+        return self._connections.get(_INFERENCE)
+
     @property
     async def model_config(self) -> TritonModelConfig:
         """The model configuration (``await client.model_config``); waits for the model like ``ModelClient``."""
@@ -195,6 +204,7 @@ class AsyncioModelClient:
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
         """Runs inference on one sample (see ``ModelClient.infer_sample``)."""
+        self._core.check_open()  # before the input checks, as PyTriton
         call = CallArgs(
             inputs,
             named_inputs,
@@ -218,6 +228,7 @@ class AsyncioModelClient:
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
         """Runs inference on a batch (see ``ModelClient.infer_batch``)."""
+        self._core.check_open()  # before the input checks, as PyTriton
         call = CallArgs(
             inputs,
             named_inputs,

@@ -4,7 +4,7 @@ The client branch of the error tree rooted at :class:`pytriton_like.exceptions.P
 
     PyTritonError
     └── PyTritonClientError                          any client failure
-        ├── PyTritonClientValueError                 bad arguments (inputs, parameters, headers)
+        ├── PyTritonClientValueError                 bad arguments (inputs, parameters, headers); a ValueError too
         │   └── PyTritonClientInvalidUrlError        a url that cannot be parsed or has a bad scheme
         ├── PyTritonClientTimeoutError               server/model not ready in time, or inference too slow
         ├── PyTritonClientModelUnavailableError      model unknown, not loaded, or server unreachable
@@ -68,8 +68,8 @@ class PyTritonClientError(PyTritonError):
         self.url = url
 
 
-class PyTritonClientValueError(PyTritonClientError):
-    """An argument given to a client has a wrong value or type."""
+class PyTritonClientValueError(PyTritonClientError, ValueError):
+    """An argument given to a client has a wrong value or type (also a ``ValueError``)."""
 
 
 class PyTritonClientInvalidUrlError(PyTritonClientValueError):

@@ -153,9 +153,7 @@ class FuturesModelClient:
             *inputs,
             parameters=parameters,
             headers=headers,
-            sequence_id=sequence_id,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
+            **_sequence_kwargs(sequence_id, sequence_start, sequence_end),
             **named_inputs,
         )
 
@@ -180,9 +178,7 @@ class FuturesModelClient:
             *inputs,
             parameters=parameters,
             headers=headers,
-            sequence_id=sequence_id,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
+            **_sequence_kwargs(sequence_id, sequence_start, sequence_end),
             **named_inputs,
         )
 
@@ -242,3 +238,10 @@ class FuturesModelClient:
             model_version=self._client.model_version,
             url=self._client.url,
         )
+
+
+def _sequence_kwargs(sequence_id: SequenceIdT, sequence_start: bool, sequence_end: bool) -> Dict[str, Any]:
+    """The sequence arguments to pass on: none for a request outside a sequence (calls read as PyTriton's)."""
+    if sequence_id is None and not sequence_start and not sequence_end:
+        return {}
+    return {"sequence_id": sequence_id, "sequence_start": sequence_start, "sequence_end": sequence_end}

@@ -377,6 +377,7 @@ class ModelClient:
             PyTritonClientInferenceServerError: the server or the model failed the request.
             PyTritonClientClosedError: the client is (or got) closed.
         """
+        self._core.check_open()  # before the input checks, as PyTriton
         call = CallArgs(
             inputs,
             named_inputs,
@@ -406,6 +407,7 @@ class ModelClient:
         Raises:
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
         """
+        self._core.check_open()  # before the input checks, as PyTriton
         call = CallArgs(
             inputs,
             named_inputs,
