@@ -38,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -140,6 +141,10 @@ def environment(work: Path) -> dict:
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = str(work / "plugins")
     env["NVIDIA_PYTORCH_VERSION"] = CONTAINER_VERSION
+    # PyTriton's stub would load the system's libpython first and fail (docs: DESIGN's facts);
+    # what a PyTriton user on this machine must set. pytriton_like sets it for its server itself.
+    libdir = sysconfig.get_config_var("LIBDIR")
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [libdir, env.get("LD_LIBRARY_PATH")]))
     env.pop("PYTEST_ADDOPTS", None)
     return env
 
