@@ -13,7 +13,6 @@ Example:
 """
 
 import atexit
-import copy
 import dataclasses
 import enum
 import itertools
@@ -34,16 +33,16 @@ from .exceptions import (
 )
 from .model_config import ModelConfig, Tensor
 from .model_config.ensemble import EnsembleConfig, EnsembleStep, validate_ensemble
-from .model_config.generator import validate_config
 from .model_config.names import check_model_name
-from .model_config.common import DeviceKind
-from .model_config.triton_model_config import ResponseCache, TritonModelConfig, resolve_tensors
+from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
+from .models.binding import bound_model_config
 from .models.loopback import LoopbackClients, loopback_url
 from .models.model import Model
 from .models.poller import RepositoryPoller
 from .models.registry import BoundModels
 from .models.repository import remove_model_entry, write_ensemble_entry
 from .models.user_repository import ModelRepository
+from .remote import MONITORING_PERIOD_S, RemoteTriton
 from .proxy.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, local_url, server_argv
@@ -58,18 +57,47 @@ from .server.security import (
     restriction_value,
 )
 from .server.workspace import Workspace, remove_orphaned_workspaces
+from .tracing import model_tracer
 
 if TYPE_CHECKING:
     from .runner import TritonRunner
 
 __all__ = [
     "Triton",
+    "RemoteTriton",
     "TritonConfig",
+    "TritonLifecyclePolicy",
     "TritonSecurityConfig",
+    "DefaultTritonLifecyclePolicy",
+    "VertextAILifecyclePolicy",
+    "MONITORING_PERIOD_S",
     "DEFAULT_PROTECTED_ENDPOINTS",
     "TRITON_ACCESS_HEADER",
     "VALID_TRITON_ENDPOINTS",
 ]
+
+@dataclasses.dataclass
+class TritonLifecyclePolicy:
+    """When the server starts and where bound models' repository entries live (PyTriton's policy).
+
+    Args:
+        launch_triton_on_startup: start tritonserver when the ``with Triton()`` block is entered;
+            models bound afterwards load at once. False: it starts at ``run()``/``serve()`` and
+            loads every model bound until then in one go.
+        local_model_store: the entries of bound models are written to the local model store
+            before the server starts (what Vertex AI needs: the server must hold its models when
+            it reports ready). pytriton_like always writes them locally for a server it starts,
+            so this changes nothing for ``Triton``; ``RemoteTriton`` sends them through the
+            server's model-repository API.
+    """
+
+    launch_triton_on_startup: bool = True
+    local_model_store: bool = False
+
+
+DefaultTritonLifecyclePolicy = TritonLifecyclePolicy()
+VertextAILifecyclePolicy = TritonLifecyclePolicy(launch_triton_on_startup=False, local_model_store=True)
+"""The policy ``Triton`` takes when ``config.allow_vertex_ai`` is set and none is given (PyTriton's name)."""
 
 # PyTriton's names of the security constants (server/security.py holds them).
 VALID_TRITON_ENDPOINTS = set(VALID_ENDPOINTS)
@@ -116,6 +144,12 @@ class Triton:
         model_repository: a folder of hand-written models to serve next to the bound ones, loaded
             as ``config.model_control_mode`` says (see docs/model_management.md); given here, it
             wins over ``config.model_repository``.
+        triton_lifecycle_policy: when the server starts (docs/lifecycle_policy.md). By default
+            (PyTriton's) entering ``with Triton() as triton:`` starts it, and models bound
+            then load at once; with ``config.allow_vertex_ai`` (or
+            ``TritonLifecyclePolicy(launch_triton_on_startup=False)``) it starts at ``run()`` /
+            ``serve()`` with every model bound until then. A server without its HTTP endpoint
+            (``allow_http=False``) always starts at ``run()``: models load through that endpoint.
         security_config: which API groups need the access token (``None``: the model-repository,
             shared-memory, statistics, trace and logging groups, with a random token; see
             docs/security.md). :meth:`get_access_token` tells the token.
@@ -131,9 +165,18 @@ class Triton:
         *,
         config: Optional[TritonConfig] = None,
         workspace: Union[str, pathlib.Path, None] = None,
-        model_repository: Union[str, pathlib.Path, None] = None,
+        triton_lifecycle_policy: Optional[TritonLifecyclePolicy] = None,
         security_config: Optional[TritonSecurityConfig] = None,
+        model_repository: Union[str, pathlib.Path, None] = None,
     ):
+        if triton_lifecycle_policy is None:
+            vertex_ai = config is not None and config.allow_vertex_ai
+            triton_lifecycle_policy = VertextAILifecyclePolicy if vertex_ai else DefaultTritonLifecyclePolicy
+        if not isinstance(triton_lifecycle_policy, TritonLifecyclePolicy):
+            raise PyTritonValidationError(
+                f"triton_lifecycle_policy must be a TritonLifecyclePolicy, got {type(triton_lifecycle_policy).__name__}"
+            )
+        self._lifecycle = triton_lifecycle_policy
         self._config = (config or TritonConfig()).with_env()
         self._security_config = security_config if security_config is not None else TritonSecurityConfig()
         if not isinstance(self._security_config, TritonSecurityConfig):
@@ -164,6 +207,8 @@ class Triton:
     # -- context manager -------------------------------------------------------------------
 
     def __enter__(self) -> "Triton":
+        if self._lifecycle.launch_triton_on_startup and self._config.allow_http is not False:
+            self.run()
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -180,6 +225,7 @@ class Triton:
         model_version: int = 1,
         config: Optional[ModelConfig] = None,
         strict: bool = False,
+        trace_config: Optional[List[str]] = None,
     ) -> None:
         """Serve ``infer_func`` as model ``model_name``.
 
@@ -195,6 +241,9 @@ class Triton:
                 names no version gets the highest one that is ready.
             config: scheduling options (batching, dynamic batcher, ...).
             strict: check the callable's outputs against ``outputs`` (names, dtypes).
+            trace_config: Triton's trace settings for this model's OpenTelemetry spans in your
+                process (``["mode=opentelemetry", "opentelemetry,url=...", ...]``); by default
+                ``TritonConfig.trace_config``. See docs/tracing.md.
 
         Raises:
             PyTritonValidationError: a bad name, tensor spec or callable, or a version whose
@@ -203,43 +252,16 @@ class Triton:
                 model of the model repository, or the server stopped.
             PyTritonServerError: bound after ``run()`` and the server failed to load it.
         """
-        check_model_name(model_name)
-        funcs = list(infer_func) if isinstance(infer_func, (list, tuple)) else [infer_func]
-        if not funcs:
-            raise PyTritonValidationError(f"model {model_name!r}: infer_func is an empty list")
-        for func in funcs:
-            if not callable(func):
-                raise PyTritonValidationError(
-                    f"model {model_name!r}: infer_func must be callable, got {type(func).__name__}: {func!r}"
-                )
-        config = config or ModelConfig()
-        try:
-            model_config = TritonModelConfig(
-                model_name=model_name,
-                model_version=model_version,
-                max_batch_size=config.max_batch_size if config.batching else 0,
-                batching=config.batching,
-                # a copy: DynamicBatcher is mutable (as PyTriton's), the bound model's must not change
-                batcher=copy.deepcopy(config.batcher) if config.batching and config.sequence_batcher is None else None,
-                instance_group={DeviceKind.KIND_CPU: len(funcs)},
-                decoupled=config.decoupled,
-                inputs=resolve_tensors(inputs, "INPUT"),
-                outputs=resolve_tensors(outputs, "OUTPUT"),
-                response_cache=ResponseCache(enable=True) if config.response_cache else None,
-                sequence_batcher=config.sequence_batcher,
-                model_warmup=copy.deepcopy(config.model_warmup) or None,
-            )
-        except TypeError as exc:
-            raise PyTritonValidationError(f"model {model_name!r}: {exc}") from None
-        validate_config(model_config)
-        if config.response_cache and not self._config.cache_config:
+        model_config, funcs = bound_model_config(model_name, infer_func, inputs, outputs, model_version, config)
+        if model_config.response_cache is not None and not self._config.cache_config:
             raise PyTritonValidationError(
                 f"model {model_name!r}: response_cache=True needs a cache in TritonConfig, e.g. "
                 "TritonConfig(cache_config=['local,size=1048576']); without one Triton ignores it"
             )
+        tracer = model_tracer(trace_config if trace_config is not None else self._config.trace_config)
         with self._changed:
             self._check_bindable("model", model_name)  # another version of a bound model is fine
-            model = Model(model_config, funcs, strict=strict, tag=f"t{self._id}m{next(self._tags)}")
+            model = Model(model_config, funcs, strict=strict, tag=f"t{self._id}m{next(self._tags)}", tracer=tracer)
             self._models.add(model)
             if self._state is _State.RUNNING:
                 self._load(model)
@@ -471,6 +493,13 @@ class Triton:
                 if endpoint in config.ports:
                     write_token(config.ports[endpoint], self._security_config.access_token)
         logger.info("Triton ready: %s", ", ".join(f"{k} on port {v}" for k, v in config.ports.items()))
+        if config.log_verbose:
+            # PyTriton's words (its tests and users' log alerts look for them)
+            logger.warning(
+                "Triton Inference Server is running with enabled verbose logs (log_verbose_level=%d). "
+                "It may affect inference performance.",
+                config.log_verbose,
+            )
 
     def _startup_repository_models(self) -> List[str]:
         """The models of the user's repository to load at start, checked (names, config.pbtxt)."""
@@ -497,12 +526,16 @@ class Triton:
             self._repository.check(name)
         return startup
 
-    def serve(self) -> None:
+    def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
         """Run the server and block until SIGINT or SIGTERM (or :meth:`stop`), then stop it.
 
         Signal handlers are installed only when called from the main thread; from another
         thread, call :meth:`stop` to end it. A signal that comes while the server is still
         starting cuts the start short; ``serve()`` then returns as well, once all is stopped.
+
+        Args:
+            monitoring_period_s: how often to check that the server and the models' workers are
+                alive (a dead server is noticed at once anyway); when not, it stops and returns.
 
         Raises:
             PyTritonServerError: the server failed to start, or tritonserver exited while
@@ -515,7 +548,10 @@ class Triton:
                 restore[signum] = signal.signal(signum, self._on_signal)
         try:
             self.run()
-            self._stop_requested.wait()
+            while not self._stop_requested.wait(monitoring_period_s):
+                if not self.is_alive():
+                    logger.error("the server or a model's worker is not alive any more; stopping")
+                    break
         except _SignalWhileStarting as exc:
             logger.info("%s; stopping", exc)
         finally:
@@ -569,8 +605,20 @@ class Triton:
         )
 
     def is_alive(self) -> bool:
-        """Whether the server runs and serves (False once tritonserver exited, which is logged at ERROR)."""
-        return self._state is _State.RUNNING and self._server is not None and self._server.returncode is None
+        """Whether the server runs and the workers of its bound models are alive (False once
+        tritonserver exited, which is logged at ERROR)."""
+        running = self._state is _State.RUNNING and self._server is not None and self._server.returncode is None
+        return running and all(model.is_alive() for model in self._models)
+
+    def connect(self) -> None:
+        """Start the server if it is not running and load the models bound so far (PyTriton's
+        ``connect()``, which waits for the server its ``with`` block started); same as :meth:`run`.
+        """
+        self.run()
+
+    def is_connected(self) -> bool:
+        """Whether the server runs with this object's models loaded (after ``run()``, or entering ``with``)."""
+        return self._state is _State.RUNNING
 
     def get_access_token(self) -> Optional[str]:
         """The token that Triton's restricted API groups need (``None`` when none is restricted).

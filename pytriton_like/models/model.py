@@ -3,10 +3,11 @@
 import logging
 import os
 import pathlib
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
+from ..tracing import traced
 from ..proxy.transport import UNIX_SCHEME, ZMQ_SCHEME
 from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
@@ -31,9 +32,17 @@ class Model:
         tag: short unique name of this binding, used for socket and shared-memory names.
     """
 
-    def __init__(self, config: TritonModelConfig, infer_funcs: Sequence[Callable], strict: bool, tag: str):
+    def __init__(
+        self,
+        config: TritonModelConfig,
+        infer_funcs: Sequence[Callable],
+        strict: bool,
+        tag: str,
+        tracer: Optional[Any] = None,
+    ):
         self.config = config
         self.strict = strict
+        self._tracer = tracer  # OpenTelemetry spans around each call (tracing.py), or None
         self._infer_funcs = list(infer_funcs)
         self._tag = tag
         self._workers: List[Worker] = []
@@ -73,6 +82,8 @@ class Model:
             context = TritonContext(model_config=self.config, loopback=loopback)
             context.model_configs[infer_func] = self.config
             attach_triton_context(infer_func, context)
+            if self._tracer is not None:
+                infer_func = traced(infer_func, self._tracer, self.name, self.version)
             self._workers.append(
                 start_worker(
                     infer_func=infer_func,
@@ -104,6 +115,10 @@ class Model:
     @property
     def version(self) -> int:
         return self.config.model_version
+
+    def is_alive(self) -> bool:
+        """Whether its workers run (set up and not torn down)."""
+        return bool(self._workers)
 
     def busy(self) -> bool:
         """Whether any of its workers is handling a batch."""

@@ -30,7 +30,14 @@ PYTRITON_NAMES = {
 
 
 def test_module_exports_pytriton_names():
-    assert set(client_exceptions.__all__) == PYTRITON_NAMES
+    # ours beyond PyTriton's: the not-ready-in-time error (a timeout and an unavailable model at once)
+    assert set(client_exceptions.__all__) == PYTRITON_NAMES | {"PyTritonClientModelNotReadyError"}
+
+
+def test_not_ready_in_time_is_both_a_timeout_and_unavailable():
+    error_type = client_exceptions.PyTritonClientModelNotReadyError
+    assert issubclass(error_type, PyTritonClientTimeoutError)
+    assert issubclass(error_type, PyTritonClientModelUnavailableError)
 
 
 @pytest.mark.parametrize("name", sorted(PYTRITON_NAMES))
@@ -42,6 +49,7 @@ def test_every_client_error_is_a_pytriton_error(name):
 
 def test_tree_shape():
     assert issubclass(PyTritonClientInvalidUrlError, PyTritonClientValueError)
+    assert PyTritonClientValueError.__bases__ == (PyTritonClientError, ValueError)  # as PyTriton's ValueErrors
     for leaf in (
         PyTritonClientTimeoutError,
         PyTritonClientModelUnavailableError,

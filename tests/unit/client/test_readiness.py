@@ -76,7 +76,9 @@ def test_server_never_reachable_is_a_timeout_naming_the_last_error():
     assert not waiter.needs_model_state()
     error = waiter.failure()
     assert isinstance(error, PyTritonClientTimeoutError)
-    assert error.message == "server at http://h:8000 was not ready within 1 s; last error: connection refused"
+    assert error.message == (
+        "Waiting for server to be ready timed out: server at http://h:8000 was not ready within 1 s; last error: connection refused"
+    )
     assert error.timeout_s == 1.0 and error.model_name == "M"
     assert waiter.last_error is refused
 
@@ -84,7 +86,7 @@ def test_server_never_reachable_is_a_timeout_naming_the_last_error():
 def test_server_not_ready():
     waiter, _ = make_waiter()
     waiter.record(Readiness.SERVER_NOT_READY)
-    assert waiter.failure().message == "server at http://h:8000 was not ready within 1 s"
+    assert waiter.failure().message == "Waiting for server to be ready timed out: server at http://h:8000 was not ready within 1 s"
     assert waiter.last_error is None
 
 
