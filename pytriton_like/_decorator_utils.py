@@ -276,12 +276,25 @@ _MISSING = ("<missing>",)
 
 
 def group_rows(arrays: Mapping[str, Any], keys: Sequence[str], size: int) -> Dict[Hashable, np.ndarray]:
-    """Groups row indices ``0..size-1`` by the values of ``keys`` in ``arrays``, in order of first appearance."""
+    """Groups row indices ``0..size-1`` by the values of ``keys`` in ``arrays``.
+
+    The groups come in the order of their values (as PyTriton calls them), or of their first
+    appearance when the values do not compare (mixed types).
+    """
     columns = [row_keys(arrays[key]) if key in arrays else [_MISSING] * size for key in keys]
     groups: Dict[Hashable, List[int]] = {}
     for row in range(size):
         groups.setdefault(tuple(column[row] for column in columns), []).append(row)
-    return {key: np.asarray(rows, dtype=np.int64) for key, rows in groups.items()}
+
+    def value_order(item):
+        first = item[1][0]
+        return tuple(np.asarray(arrays[key])[first].ravel().tolist() if key in arrays else [] for key in keys)
+
+    try:
+        ordered = sorted(groups.items(), key=value_order)
+    except TypeError:
+        ordered = list(groups.items())
+    return {key: np.asarray(rows, dtype=np.int64) for key, rows in ordered}
 
 
 def merge_groups(results: Sequence[Mapping[str, Any]], indices: Sequence[np.ndarray], decorator: str) -> Dict[str, Any]:

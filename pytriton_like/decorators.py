@@ -58,6 +58,7 @@ from ._decorator_utils import (
     values_requests_steps,
     with_data,
 )
+from .constants import TRITON_CONTEXT_FIELD_NAME
 from .exceptions import (
     PyTritonBadParameterError,
     PyTritonInvalidOperationError,
@@ -78,6 +79,7 @@ __all__ = [
     "InferenceResults",
     "InputNames",
     "ModelConfigDict",
+    "TRITON_CONTEXT_FIELD_NAME",
     "TritonContext",
     "attach_triton_context",
     "batch",

@@ -26,6 +26,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .access_tokens import remove_token, write_token
+from .constants import DEFAULT_TRITON_STARTUP_TIMEOUT_S
 from .exceptions import (
     PyTritonInvalidOperationError,
     PyTritonServerError,
@@ -71,6 +72,12 @@ __all__ = [
     "DefaultTritonLifecyclePolicy",
     "VertextAILifecyclePolicy",
     "MONITORING_PERIOD_S",
+    "DEFAULT_TRITON_STARTUP_TIMEOUT_S",
+    "MODEL_URL",
+    "MODEL_READY_URL",
+    "MODEL_CONFIG_URL",
+    "MODEL_INFER_URL",
+    "WAIT_FORM_MODEL_TIMEOUT_S",
     "DEFAULT_PROTECTED_ENDPOINTS",
     "TRITON_ACCESS_HEADER",
     "VALID_TRITON_ENDPOINTS",
@@ -98,6 +105,13 @@ class TritonLifecyclePolicy:
 DefaultTritonLifecyclePolicy = TritonLifecyclePolicy()
 VertextAILifecyclePolicy = TritonLifecyclePolicy(launch_triton_on_startup=False, local_model_store=True)
 """The policy ``Triton`` takes when ``config.allow_vertex_ai`` is set and none is given (PyTriton's name)."""
+
+# PyTriton's module constants: the URLs of a model on the HTTP endpoint, and how long run() waits.
+MODEL_URL = "/v2/models/{model_name}"
+MODEL_READY_URL = f"{MODEL_URL}/ready/"
+MODEL_CONFIG_URL = f"{MODEL_URL}/config/"
+MODEL_INFER_URL = f"{MODEL_URL}/infer/"
+WAIT_FORM_MODEL_TIMEOUT_S = 60.0  # (sic: PyTriton's name)
 
 # PyTriton's names of the security constants (server/security.py holds them).
 VALID_TRITON_ENDPOINTS = set(VALID_ENDPOINTS)

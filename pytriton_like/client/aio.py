@@ -115,6 +115,10 @@ class AsyncioModelClient:
         """A new client of the same model, url, timeouts and token; it reuses the model config read already."""
         return cls(**existing_client._core.clone_kwargs())  # noqa: SLF001 - same class
 
+    def get_lib(self) -> Any:
+        """The tritonclient module this client uses: ``tritonclient.http.aio`` or ``tritonclient.grpc.aio``."""
+        return tritonclient.grpc.aio if self._core.protocol is Protocol.GRPC else tritonclient.http.aio
+
     @property
     def model_name(self) -> str:
         """Name of the model."""

@@ -191,6 +191,10 @@ class ModelClient:
         """
         return cls(**existing_client._core.clone_kwargs())  # noqa: SLF001 - same class
 
+    def get_lib(self) -> Any:
+        """The tritonclient module this client uses: ``tritonclient.http`` or ``tritonclient.grpc`` (as PyTriton's)."""
+        return tritonclient.grpc if self._core.protocol is Protocol.GRPC else tritonclient.http
+
     @property
     def model_name(self) -> str:
         """Name of the model."""

@@ -21,6 +21,7 @@ import tritonclient.http
 from grpc import RpcError
 from tritonclient.utils import InferenceServerException
 
+from ..constants import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
 from ..model_config.triton_model_config import TritonModelConfig
 from .config_parser import parse_model_config
 from .exceptions import PyTritonClientTimeoutError
@@ -29,6 +30,8 @@ from .url import TritonUrl
 from .warnings import NotSupportedTimeoutWarning
 
 __all__ = [
+    "DEFAULT_GRPC_PORT",
+    "DEFAULT_HTTP_PORT",
     "LATEST_MODEL_VERSION",
     "ModelState",
     "TritonUrl",

@@ -81,8 +81,8 @@ class TritonConfig:
         load_model: in ``"explicit"`` mode, the repository models loaded at start.
     """
 
-    id: Optional[str] = None
     model_repository: Optional[pathlib.Path] = None
+    id: Optional[str] = None
     log_verbose: Optional[int] = None
     log_file: Optional[pathlib.Path] = None
     exit_timeout_secs: Optional[int] = None
