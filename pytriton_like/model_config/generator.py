@@ -81,10 +81,6 @@ def validate_config(config: TritonModelConfig) -> None:
         raise PyTritonValidationError(
             f"{where}: max_batch_size must be 1 or more when batching is on, got {config.max_batch_size}"
         )
-    if not config.inputs:
-        raise PyTritonValidationError(f"{where}: a model needs at least one input")
-    if not config.outputs:
-        raise PyTritonValidationError(f"{where}: a model needs at least one output")
     for kind, specs in (("input", config.inputs), ("output", config.outputs)):
         seen = set()
         for spec in specs:

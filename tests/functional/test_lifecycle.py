@@ -68,7 +68,7 @@ def test_model_that_fails_to_load_shows_the_server_log(monkeypatch):
     assert "'Broken'" in message and "config.pbtxt" in message
 
 
-def test_bad_bindings_are_refused_before_anything_starts():
+def test_bad_bindings_are_refused_at_bind():
     with Triton(config=free_config()) as triton:
         with pytest.raises(PyTritonValidationError, match="must be callable"):
             triton.bind(model_name="NotCallable", infer_func=42, inputs=FLOAT_IN, outputs=FLOAT_OUT)

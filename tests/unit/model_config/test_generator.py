@@ -205,13 +205,17 @@ def test_unsupported_tensor_dtype_rejected():
     [
         ({"model_version": 0}, r"model_version must be 1 or more, got 0"),
         ({"max_batch_size": 0}, r"max_batch_size must be 1 or more when batching is on, got 0"),
-        ({"inputs": ()}, r"a model needs at least one input"),
-        ({"outputs": ()}, r"a model needs at least one output"),
     ],
 )
 def test_model_level_errors(fields, message):
     with pytest.raises(PyTritonValidationError, match=message):
         validate_config(config(**fields))
+
+
+def test_a_model_without_inputs_or_outputs_is_fine():
+    # Triton loads it, and PyTriton binds such models (its remote-mode tests do)
+    validate_config(config(inputs=(), outputs=()))
+    assert "input [\n\n]" in render_config(config(inputs=(), outputs=()))
 
 
 def test_no_batching_allows_max_batch_size_zero():
