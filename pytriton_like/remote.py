@@ -20,13 +20,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-import tritonclient.grpc
-import tritonclient.http
-from google.protobuf import json_format, text_format
-from tritonclient.grpc import model_config_pb2
-
 from .access_tokens import read_token
-from .client.url import TritonUrl
 from .exceptions import PyTritonInvalidOperationError, PyTritonServerError
 from .model_config import ModelConfig, Tensor
 from .models.binding import bound_model_config
@@ -73,6 +67,8 @@ class RemoteTriton:
     def __init__(
         self, url: str, workspace: Union[str, pathlib.Path, None] = None, access_token: Optional[str] = None
     ):
+        from .client.url import TritonUrl  # noqa: PLC0415 - serving alone does not load the client side
+
         self._url = TritonUrl.from_url(url)
         self._workspace_arg = pathlib.Path(workspace) if workspace is not None else None
         self._workspace: Optional[pathlib.Path] = None
@@ -229,6 +225,9 @@ class RemoteTriton:
         return {header: token}
 
     def _open(self) -> None:
+        import tritonclient.grpc  # noqa: PLC0415 - loaded when a RemoteTriton connects
+        import tritonclient.http  # noqa: PLC0415
+
         address = self._url.without_scheme
         if self._url.scheme == "grpc":
             self._client = tritonclient.grpc.InferenceServerClient(address)
@@ -326,6 +325,9 @@ class RemoteTriton:
 
 def _entry_for_load_api(model_dir: pathlib.Path):
     """The model's config as JSON and its other files as ``{"file:<path>": bytes}``, for Triton's load API."""
+    from google.protobuf import json_format, text_format  # noqa: PLC0415 - comes with tritonclient
+    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
+
     message = text_format.Parse((model_dir / "config.pbtxt").read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
     config_json = json_format.MessageToJson(message, preserving_proto_field_name=True)
     files = {}

@@ -152,12 +152,12 @@ class AsyncioModelClient:
     async def wait_for_model(self, timeout_s: float) -> None:
         """Waits for the server and the model to be ready (see ``ModelClient.wait_for_model``)."""
         self._core.check_open()
-        await self._wait(self._core.waiter(timeout_s), check_model=True)
+        await self._wait(self._core.waiter(timeout_s, asyncio_words=True), check_model=True)
 
     async def wait_for_server(self, timeout_s: float) -> None:
         """Waits for the server to be ready (see ``ModelClient.wait_for_server``)."""
         self._core.check_open()
-        await self._wait(self._core.waiter(timeout_s), check_model=False)
+        await self._wait(self._core.waiter(timeout_s, asyncio_words=True), check_model=False)
 
     async def load_model(self, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None) -> None:
         """Asks the server to load (or reload) the model (see ``ModelClient.load_model``)."""
@@ -297,7 +297,7 @@ class AsyncioModelClient:
         async with self._ready_lock:
             if self._ready:
                 return
-            waiter = self._core.waiter(None)
+            waiter = self._core.waiter(None, asyncio_words=True)
             await self._wait(waiter, check_model=True)
             if self._core.model_config is None:
                 timeout_s = self._core.control_timeout_s(waiter)
@@ -339,7 +339,8 @@ class AsyncioModelClient:
         if not server_up:
             return Readiness.SERVER_NOT_READY
         if check_model and not await client.is_model_ready(
-            self._core.model_name, self._core.model_version or "", **kwargs
+            # bounded by the wait_for above; no call timeout, as PyTriton
+            self._core.model_name, self._core.model_version or "", headers=kwargs.get("headers")
         ):
             return Readiness.MODEL_NOT_READY
         return Readiness.READY

@@ -251,10 +251,11 @@ class ClientCore:
         self._closed.wait(seconds)
         self.check_open()
 
-    def waiter(self, timeout_s: Optional[float]) -> ReadinessWaiter:
-        """A readiness wait of ``timeout_s`` (default: ``init_timeout_s``)."""
+    def waiter(self, timeout_s: Optional[float], asyncio_words: bool = False) -> ReadinessWaiter:
+        """A readiness wait of ``timeout_s`` (default: ``init_timeout_s``); ``asyncio_words``: its
+        timeout errors begin as PyTriton's asyncio clients' do."""
         timeout_s = self.init_timeout_s if timeout_s is None else _timeout("timeout_s", timeout_s, None)
-        return ReadinessWaiter(timeout_s, self.context("wait for readiness", timeout_s))
+        return ReadinessWaiter(timeout_s, self.context("wait for readiness", timeout_s), asyncio_words=asyncio_words)
 
     def control_timeout_s(self, waiter: Optional[ReadinessWaiter] = None) -> float:
         """Timeout of one readiness probe or config read: never past the wait's deadline."""

@@ -76,7 +76,14 @@ class ReadinessWaiter:
         clock: monotonic clock, replaceable in tests.
     """
 
-    def __init__(self, timeout_s: float, context: ErrorContext, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        timeout_s: float,
+        context: ErrorContext,
+        clock: Callable[[], float] = time.monotonic,
+        asyncio_words: bool = False,
+    ):
+        self._asyncio_words = asyncio_words  # PyTriton's asyncio clients word their timeouts otherwise
         self._timeout_s = timeout_s
         self._context = context
         self._clock = clock
@@ -145,7 +152,14 @@ class ReadinessWaiter:
         attributes = context.attributes()
         waited = f"within {self._timeout_s:g} s"
         # PyTriton's words first, so code matching them keeps working; then ours.
-        model_timed_out = f"Waiting for model {context.model_name}/{context.model_version or '<latest>'} to be ready timed out: "
+        if self._asyncio_words:
+            model_timed_out = (
+                f"Timeout while waiting for model {context.model_name} to be ready (timeout={self._timeout_s:0.2f}): "
+            )
+        else:
+            model_timed_out = (
+                f"Waiting for model {context.model_name}/{context.model_version or '<latest>'} to be ready timed out: "
+            )
         if self._last is Readiness.MODEL_NOT_READY and model_state is not None:
             state, reason = model_state
             if state is ModelState.UNAVAILABLE:

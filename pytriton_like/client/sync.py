@@ -520,7 +520,8 @@ class ModelClient:
             if not server_up:
                 return Readiness.SERVER_NOT_READY
             if check_model and not client.is_model_ready(
-                self._core.model_name, self._core.model_version or "", **kwargs
+                # the server answered just now: no call timeout here, as PyTriton
+                self._core.model_name, self._core.model_version or "", headers=kwargs.get("headers")
             ):
                 return Readiness.MODEL_NOT_READY
         return Readiness.READY
