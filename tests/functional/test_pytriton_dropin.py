@@ -6,11 +6,10 @@ import threading
 
 import numpy as np
 import pytest
-import tritonclient.http
-
 from pytriton_like.client import AsyncioModelClient, ModelClient
 from pytriton_like.client.asyncio_utils import asyncio_get_model_config, asyncio_wait_for_model_ready
 from pytriton_like.client.exceptions import PyTritonClientTimeoutError
+from pytriton_like.client.warnings import NotSupportedTimeoutWarning
 from pytriton_like.client.utils import (
     create_client_from_url,
     get_model_config,
@@ -142,7 +141,7 @@ def test_client_utils_wait_and_read_the_config():
     with Triton(config=config) as triton:
         triton.bind("Double", double, X, Y, config=ModelConfig(max_batch_size=8))
         token = {"triton-access-token": triton.get_access_token()}
-        client = tritonclient.http.InferenceServerClient(f"127.0.0.1:{config.http_port}")
+        client = create_client_from_url(url_of(config, "http"), network_timeout_s=10)
         try:
             wait_for_server_ready(client, timeout_s=10)
             wait_for_model_ready(client, "Double", timeout_s=10)
@@ -150,10 +149,15 @@ def test_client_utils_wait_and_read_the_config():
             assert get_model_state(client, "Nope", headers=token) is ModelState.UNAVAILABLE
             model_config = get_model_config(client, "Double", timeout_s=10)
             assert (model_config.max_batch_size, [spec.name for spec in model_config.inputs]) == (8, ["x"])
-            with pytest.raises(PyTritonClientTimeoutError, match="Waiting for model Nope/<latest> to be ready timed out"):
+            # a wait shorter than the client's own timeouts is warned about, as PyTriton does
+            with pytest.warns(NotSupportedTimeoutWarning, match="timeout_s=0.5"), pytest.raises(
+                PyTritonClientTimeoutError, match="Waiting for model Nope/<latest> to be ready timed out"
+            ):
                 wait_for_model_ready(client, "Nope", timeout_s=0.5)
         finally:
             client.close()
+    with pytest.warns(NotSupportedTimeoutWarning, match="tritonclient.grpc doesn't support timeout"):
+        create_client_from_url(url_of(config, "grpc")).close()
 
 
 def test_asyncio_utils_wait_and_read_the_config():
