@@ -20,7 +20,7 @@ Both run with this virtualenv's Python. Three suites:
 
 ``pytriton.check.utils`` (the tests' process helpers: ScriptThread, find_free_port...) is
 test harness, not the API under test: both runs use PyTriton's. The harness needs
-pytest-mock and pytest-asyncio, which the script installs into ``<work>/plugins`` (not
+pytest-mock, pytest-asyncio, py-spy and requests, which the script installs into ``<work>/plugins`` (not
 into the virtualenv, so our own suite runs without them): ``make pytriton-tests``.
 
 Usage:
@@ -90,7 +90,9 @@ NOT_RUN = {
     "other L0_example_*": "need torch, tensorflow, jax, cupy, DALI, vLLM or NeMo",
 }
 
-PLUGINS = ["pytest-mock>=3.14", "pytest-asyncio>=0.24"]  # PyTriton pins 0.23, which does not load with pytest 8.4
+# PyTriton's test extra as far as these tests use it (it pins pytest-asyncio 0.23, which does not
+# load with pytest 8.4); py-spy and requests are used by its L0 harness.
+PLUGINS = ["pytest-mock>=3.14", "pytest-asyncio>=0.24", "py-spy>=0.3", "requests>=2", "charset-normalizer>=3"]
 # The examples' READMEs name this container; the harness checks the name against
 # NVIDIA_PYTORCH_VERSION (PyTriton's CI runs inside that container).
 CONTAINER_VERSION = "24.10"
@@ -138,7 +140,7 @@ def _copy(source: Path, target: Path) -> None:
 def environment(work: Path) -> dict:
     env = dict(os.environ)
     bindir = str(Path(sys.executable).parent)
-    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    env["PATH"] = os.pathsep.join([bindir, str(work / "plugins" / "bin"), env.get("PATH", "")])
     env["PYTHONPATH"] = str(work / "plugins")
     env["NVIDIA_PYTORCH_VERSION"] = CONTAINER_VERSION
     # PyTriton's stub would load the system's libpython first and fail (docs: DESIGN's facts);
@@ -153,8 +155,9 @@ def install_plugins(work: Path) -> None:
     marker = work / "plugins" / ".installed"
     if marker.exists():
         return
+    # --no-deps: their dependencies (pytest itself...) are in the virtualenv already
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(work / "plugins"), "--no-deps", *PLUGINS],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(work / "plugins"), *PLUGINS],
         check=True,
     )
     marker.touch()
@@ -216,7 +219,7 @@ def run_functional(root: Path, env: dict, logs: Path, names: list[str]) -> dict:
         junit = logs / f"{name}.xml"
         run_env = dict(env, PYTEST_ADDOPTS=f"-p no:cacheprovider --junitxml={junit}")
         started = time.monotonic()
-        code = run(["bash", f"tests/functional/{name}/test.sh"], root, run_env, 900, logs / f"{name}.log")
+        code = run(["bash", f"tests/functional/{name}/test.sh"], root, run_env, 420, logs / f"{name}.log")
         cases = junit_results(junit)
         if cases:
             for case, outcome in cases.items():

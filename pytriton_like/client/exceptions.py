@@ -8,8 +8,10 @@ The client branch of the error tree rooted at :class:`pytriton_like.exceptions.P
         │   └── PyTritonClientInvalidUrlError        a url that cannot be parsed or has a bad scheme
         ├── PyTritonClientTimeoutError               server/model not ready in time, or inference too slow
         ├── PyTritonClientModelUnavailableError      model unknown, not loaded, or server unreachable
-        │   └── PyTritonClientModelNotReadyError     ... found so when a wait for it timed out
-        │                                            (also a PyTritonClientTimeoutError, as PyTriton raises)
+        │   ├── PyTritonClientModelNotReadyError     ... found so when a wait for it timed out
+        │   │                                        (also a PyTritonClientTimeoutError, as PyTriton raises)
+        │   └── PyTritonClientModelNotFoundError     ... the server answered a request so (HTTP 404)
+        │                                            (also a PyTritonClientInferenceServerError, as PyTriton raises)
         ├── PyTritonClientClosedError                the client was closed
         ├── PyTritonClientModelDoesntSupportBatchingError  infer_batch on a model with max_batch_size 0
         ├── PyTritonClientInferenceServerError       the server (or the callable) failed the request
@@ -32,6 +34,7 @@ __all__ = [
     "PyTritonClientTimeoutError",
     "PyTritonClientModelUnavailableError",
     "PyTritonClientModelNotReadyError",
+    "PyTritonClientModelNotFoundError",
     "PyTritonClientClosedError",
     "PyTritonClientModelDoesntSupportBatchingError",
     "PyTritonClientInferenceServerError",
@@ -123,3 +126,11 @@ class PyTritonClientInferenceServerError(PyTritonClientError):
 
 class PyTritonClientQueueFullError(PyTritonClientError):
     """A non-blocking ``FuturesModelClient`` could not queue a request: its queue is full."""
+
+
+class PyTritonClientModelNotFoundError(PyTritonClientModelUnavailableError, PyTritonClientInferenceServerError):
+    """The server answered a request that it has no such model (version): unknown, or unloaded meanwhile.
+
+    Both a :class:`PyTritonClientModelUnavailableError` (what it means) and a
+    :class:`PyTritonClientInferenceServerError` (what PyTriton raises then).
+    """

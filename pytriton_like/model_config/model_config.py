@@ -9,9 +9,12 @@ from .common import DynamicBatcher, ModelWarmup, SequenceBatcher
 __all__ = ["ModelConfig"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class ModelConfig:
     """Scheduling options of a bound model.
+
+    Mutable, as PyTriton's (code sets ``config.model_warmup = ...`` on one it made); ``bind()``
+    takes what it needs, so changing a config later changes no bound model.
 
     Args:
         batching: whether the model takes a batch axis (the first dimension of every tensor).

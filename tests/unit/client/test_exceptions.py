@@ -31,7 +31,10 @@ PYTRITON_NAMES = {
 
 def test_module_exports_pytriton_names():
     # ours beyond PyTriton's: the not-ready-in-time error (a timeout and an unavailable model at once)
-    assert set(client_exceptions.__all__) == PYTRITON_NAMES | {"PyTritonClientModelNotReadyError"}
+    assert set(client_exceptions.__all__) == PYTRITON_NAMES | {
+        "PyTritonClientModelNotReadyError",
+        "PyTritonClientModelNotFoundError",
+    }
 
 
 def test_not_ready_in_time_is_both_a_timeout_and_unavailable():
