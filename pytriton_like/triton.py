@@ -624,6 +624,11 @@ class Triton:
         running = self._state is _State.RUNNING and self._server is not None and self._server.returncode is None
         return running and all(model.is_alive() for model in self._models)
 
+    @property
+    def _triton_server(self) -> Optional[ServerProcess]:
+        # PyTriton's name of its server process (its tests check ``_triton_server.is_alive()``).
+        return self._server
+
     def connect(self) -> None:
         """Start the server if it is not running and load the models bound so far (PyTriton's
         ``connect()``, which waits for the server its ``with`` block started); same as :meth:`run`.

@@ -99,33 +99,9 @@ def validate_config(config: TritonModelConfig) -> None:
 
 
 def _validate_warmup(where: str, config: TritonModelConfig) -> None:
-    inputs = {spec.name: spec for spec in config.inputs}
     for warmup in config.model_warmup or ():
         if not isinstance(warmup, ModelWarmup):
             raise PyTritonValidationError(f"{where}: model_warmup takes ModelWarmup items, got {warmup!r}")
-        label = f"{where}: warm-up {warmup.name!r}"
-        if warmup.count < 1 or warmup.batch_size < (1 if config.batching else 0):
-            raise PyTritonValidationError(
-                f"{label}: count must be 1 or more and batch_size 1 or more, got {warmup.count} and {warmup.batch_size}"
-            )
-        if config.batching and warmup.batch_size > config.max_batch_size:
-            raise PyTritonValidationError(
-                f"{label}: batch_size {warmup.batch_size} is over max_batch_size ({config.max_batch_size})"
-            )
-        unknown = sorted(set(warmup.inputs) - set(inputs))
-        missing = sorted(name for name, spec in inputs.items() if not spec.optional and name not in warmup.inputs)
-        if unknown or missing:
-            raise PyTritonValidationError(
-                f"{label}: its inputs must be the model's: unknown {unknown or 'none'}, missing {missing or 'none'}"
-            )
-        for name, item in warmup.inputs.items():
-            if not (item.zero_data or item.random_data or item.input_data_file):
-                raise PyTritonValidationError(
-                    f"{label}: one of zero_data, random_data or input_data_file must be given for input {name!r}"
-                )
-            if not list(item.shape):
-                raise PyTritonValidationError(f"{label}: input {name!r} has no dimensions")
-            dtype_to_triton(_scalar_type(item.dtype))
 
 
 def _scalar_type(dtype):
@@ -216,26 +192,8 @@ def render_config(config: TritonModelConfig) -> str:
         lines += ["response_cache { enable: true }"]
     for key, value in sorted(config.backend_parameters.items()):
         lines += [f"parameters {{ key: {_quote(key)} value {{ string_value: {_quote(str(value))} }} }}"]
-    for warmup in config.model_warmup or ():
-        lines += _warmup(warmup)
+    # model_warmup stays out: the callables are warmed up in the user's process (models/warmup.py), as PyTriton
     return "\n".join(lines) + "\n"
-
-
-def _warmup(warmup: ModelWarmup) -> List[str]:
-    lines = ["model_warmup {", f"  name: {_quote(warmup.name)}", f"  batch_size: {warmup.batch_size}", f"  count: {warmup.count}"]
-    for name, item in warmup.inputs.items():
-        if item.zero_data:
-            source = "zero_data: true"
-        elif item.random_data:
-            source = "random_data: true"
-        else:
-            source = f"input_data_file: {_quote(item.input_data_file)}"
-        dims = ", ".join(str(int(dim)) for dim in item.shape)
-        lines.append(
-            f"  inputs {{ key: {_quote(name)} value {{ data_type: TYPE_{dtype_to_triton(_scalar_type(item.dtype))}"
-            f" dims: [ {dims} ] {source} }} }}"
-        )
-    return lines + ["}"]
 
 
 def render_version_policy(versions: Iterable[int]) -> str:

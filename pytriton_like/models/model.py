@@ -13,6 +13,7 @@ from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
 from ..worker.strategy import Worker, start_worker
 from .repository import remove_version_entry, write_version_entry
+from .warmup import warm_up
 
 if TYPE_CHECKING:
     from .loopback import LoopbackClients
@@ -107,6 +108,8 @@ class Model:
             "handshake_timeout_s": _HANDSHAKE_TIMEOUT_S,
         }
         write_version_entry(repository, self.config, relay)
+        if self.config.model_warmup:  # before Triton loads it, as PyTriton
+            warm_up(self.name, self._infer_funcs, self.config.model_warmup)
 
     def stubs(self) -> List[Dict]:
         """What each connected stub said of itself: its ``pid`` and Triton's shm ``region``."""
