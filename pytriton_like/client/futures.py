@@ -36,7 +36,9 @@ class FuturesModelClient:
         non_blocking: when the queue is full, raise :class:`PyTritonClientQueueFullError`
             instead of blocking until there is room.
         init_timeout_s: how long to wait for the server and model (default 300 s).
-        inference_timeout_s: how long one request may take (default 60 s).
+        inference_timeout_s: how long one request may take (default 60 s); when given, also how
+            long a blocking submit waits for room in a full queue before it raises
+            :class:`PyTritonClientQueueFullError` (as PyTriton's; without it, it waits for room).
         access_token: token for Triton's restricted endpoints (``None``: found on this host, docs/security.md).
 
     Raises:
@@ -82,6 +84,8 @@ class FuturesModelClient:
         # a slot for every request in a thread or waiting for one
         self._slots = threading.BoundedSemaphore(max_workers + max_queue_size) if max_queue_size is not None else None
         self._non_blocking = non_blocking
+        # A blocking submit waits this long for room in the queue, as PyTriton's (None: for ever).
+        self._queue_wait_s = inference_timeout_s
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -212,7 +216,11 @@ class FuturesModelClient:
     def _submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> concurrent.futures.Future:
         if self._closed:
             raise self._closed_error()
-        if self._slots is not None and not self._slots.acquire(blocking=not self._non_blocking):
+        if self._slots is not None and not (
+            self._slots.acquire(blocking=False)
+            if self._non_blocking
+            else self._slots.acquire(timeout=self._queue_wait_s)
+        ):
             raise PyTritonClientQueueFullError(
                 f"the request queue of the client of model {self._client.model_name!r} is full",
                 model_name=self._client.model_name,
