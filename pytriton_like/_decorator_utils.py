@@ -288,7 +288,7 @@ def group_rows(arrays: Mapping[str, Any], keys: Sequence[str], size: int) -> Dic
 
     def value_order(item):
         first = item[1][0]
-        return tuple(np.asarray(arrays[key])[first].ravel().tolist() if key in arrays else [] for key in keys)
+        return tuple(np.asarray(np.asarray(arrays[key])[first]).ravel().tolist() if key in arrays else [] for key in keys)
 
     try:
         ordered = sorted(groups.items(), key=value_order)

@@ -1293,3 +1293,16 @@ def test_request_passing_decorators_keep_each_requests_sequence():
     assert sorted(seen, key=str) == sorted(
         [(7, True, False, ["bias", "x"]), ("s", False, True, ["bias", "x"])], key=str
     )
+
+
+def test_group_by_values_on_1d_strings_calls_groups_in_value_order():
+    calls = []
+
+    @group_by_values("s")
+    def infer(a, s):
+        calls.append(s.tolist())
+        return {"a": a}
+
+    s = np.array(["t" + "2", "t" + "1", "t" + "2"], dtype=object)
+    infer(a=col(1, 2, 3), s=s)
+    assert calls == [["t1"], ["t2", "t2"]]
