@@ -225,7 +225,7 @@ class Triton:
         self._failure: Optional[BaseException] = None
         self._server_exit: Optional[int] = None  # tritonserver's exit code, when it exited on its own
         self._console = Console(logger)  # serve() prints its lines when no logging is configured
-        self._started_models: List[Tuple[str, str, Optional[int]]] = []  # (what, name, version) loaded at start
+        self._ready_models: List[Tuple[str, str, Optional[int]]] = []  # (what, name, version) loaded, for serve()'s lines
 
     # -- context manager -------------------------------------------------------------------
 
@@ -390,6 +390,7 @@ class Triton:
             raise PyTritonServerError(
                 f"tritonserver failed to load ensemble {config.model_name!r}: {exc}", log_tail=self._server.log_tail()
             ) from None
+        self._ready_models.append(("ensemble", config.model_name, config.model_version))
         self._say_ready("ensemble", config.model_name, config.model_version)
 
     def _setup(self, model: Model) -> None:
@@ -423,6 +424,7 @@ class Triton:
         except BaseException:
             self._forget(model)
             raise
+        self._ready_models.append(("model", model.name, model.version))
         self._say_ready("model", model.name, model.version)
 
     def _forget(self, model: Model) -> None:
@@ -521,7 +523,7 @@ class Triton:
             for endpoint in ("HTTP", "gRPC"):
                 if endpoint in config.ports:
                     write_token(config.ports[endpoint], self._security_config.access_token)
-        self._started_models = expected
+        self._ready_models = expected
         self._say_started()
         if config.log_verbose:
             # PyTriton's words (its tests and users' log alerts look for them)
@@ -531,25 +533,30 @@ class Triton:
                 config.log_verbose,
             )
 
-    def _say_started(self) -> None:
+    def _say_started(self, logged: bool = True) -> None:
         """One line per endpoint (its url, and whether it listens on every interface), then one per
-        model that was ready at start."""
+        model loaded so far.
+
+        Args:
+            logged: False when the lines were logged already (serve() after run()): only printed.
+        """
         config = self._config
         addresses = {"HTTP": config.http_address, "gRPC": config.grpc_address, "metrics": config.metrics_address}
         for endpoint, url in endpoint_urls(config).items():
             everywhere = connect_host(addresses[endpoint]) != addresses[endpoint]
-            self._console.say("%s on %s%s", endpoint, url, " (listening on all interfaces)" if everywhere else "")
-        for what, name, version in self._started_models:
-            self._say_ready(what, name, version)
+            suffix = " (listening on all interfaces)" if everywhere else ""
+            self._console.say("%s on %s%s", endpoint, url, suffix, logged=logged)
+        for what, name, version in self._ready_models:
+            self._say_ready(what, name, version, logged=logged)
 
-    def _say_ready(self, what: str, name: str, version: Optional[int]) -> None:
+    def _say_ready(self, what: str, name: str, version: Optional[int], logged: bool = True) -> None:
         """The line of a model that is ready, with the url its inference requests go to over HTTP."""
         numbered = f" version {version}" if version is not None else ""
         if "HTTP" in self._config.ports:
             url = f"{local_url(self._config, 'HTTP')}/v2/models/{name}/infer"
-            self._console.say("%s %s%s ready: %s", what, name, numbered, url)
+            self._console.say("%s %s%s ready: %s", what, name, numbered, url, logged=logged)
         else:
-            self._console.say("%s %s%s ready", what, name, numbered)
+            self._console.say("%s %s%s ready", what, name, numbered, logged=logged)
 
     def _startup_repository_models(self) -> List[str]:
         """The models of the user's repository to load at start, checked (names, config.pbtxt)."""
@@ -599,7 +606,7 @@ class Triton:
         self._console.printing = True
         try:
             if self._state is _State.RUNNING:  # run() before: its lines were only logged
-                self._say_started()
+                self._say_started(logged=False)
             self.run()
             self._console.say("serving; press CTRL+C to stop")
             while not self._stop_requested.wait(monitoring_period_s):
