@@ -85,3 +85,12 @@ bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(BIN)/python bench/run.py --quick
+
+# PyTriton 0.7.0's own tests against PyTriton and against pytriton_like (docs/moving_from_pytriton.md).
+# Needs a checkout of triton-inference-server/pytriton at v0.7.0 (not part of this repository):
+#   make pytriton-tests PYTRITON_UPSTREAM=/path/to/pytriton [SUITE=unit|l0|examples|all]
+.PHONY: pytriton-tests
+PYTRITON_UPSTREAM ?= /tmp/pytriton-upstream
+SUITE ?= all
+pytriton-tests: $(STAMP)
+	$(BIN)/python tools/run_pytriton_tests.py --upstream $(PYTRITON_UPSTREAM) --suite $(SUITE)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Generator, Hashable, List, Optional, Seq
 
 import numpy as np
 
-from .exceptions import PyTritonBadParameterError, PyTritonValidationError
+from .exceptions import PyTritonBadParameterError, PyTritonRuntimeError, PyTritonValidationError
 from .model_config.triton_model_config import TritonModelConfig
 from .proxy.types import Request
 
@@ -32,7 +32,9 @@ __all__: List[str] = []
 
 TRITON_CONTEXT_FIELD = "triton_context"
 """Keyword under which ``@triton_context`` passes the context; never treated as a model input."""
-SPECIAL_KEYS = frozenset({TRITON_CONTEXT_FIELD})
+TRITON_CONTEXT_ATTRIBUTE = "__triton_context__"
+"""Attribute of a callable (or its instance) that holds its context, as PyTriton sets it."""
+SPECIAL_KEYS = frozenset({TRITON_CONTEXT_FIELD, TRITON_CONTEXT_ATTRIBUTE})
 
 Call = Tuple[tuple, Dict[str, Any]]
 Steps = Generator[Call, Any, Any]
@@ -260,7 +262,8 @@ def row_keys(value: Any) -> List[Hashable]:
         return []
     row_shape = array.shape[1:]
     if array.dtype.kind in "OSU":  # by content, so b"ab" as S2, S5 or object groups together
-        return [(row_shape, tuple(_element_key(item) for item in row.ravel())) for row in array]
+        rows = array.reshape(count, -1)  # a 1-D array's rows are its elements: made rows of one
+        return [(row_shape, tuple(_element_key(item) for item in row)) for row in rows]
     flat = np.ascontiguousarray(array).reshape(count, -1)
     header = (array.dtype.str, row_shape)
     if count > 1 and np.array_equal(flat, np.broadcast_to(flat[:1], flat.shape)):
@@ -273,12 +276,25 @@ _MISSING = ("<missing>",)
 
 
 def group_rows(arrays: Mapping[str, Any], keys: Sequence[str], size: int) -> Dict[Hashable, np.ndarray]:
-    """Groups row indices ``0..size-1`` by the values of ``keys`` in ``arrays``, in order of first appearance."""
+    """Groups row indices ``0..size-1`` by the values of ``keys`` in ``arrays``.
+
+    The groups come in the order of their values (as PyTriton calls them), or of their first
+    appearance when the values do not compare (mixed types).
+    """
     columns = [row_keys(arrays[key]) if key in arrays else [_MISSING] * size for key in keys]
     groups: Dict[Hashable, List[int]] = {}
     for row in range(size):
         groups.setdefault(tuple(column[row] for column in columns), []).append(row)
-    return {key: np.asarray(rows, dtype=np.int64) for key, rows in groups.items()}
+
+    def value_order(item):
+        first = item[1][0]
+        return tuple(np.asarray(np.asarray(arrays[key])[first]).ravel().tolist() if key in arrays else [] for key in keys)
+
+    try:
+        ordered = sorted(groups.items(), key=value_order)
+    except TypeError:
+        ordered = list(groups.items())
+    return {key: np.asarray(rows, dtype=np.int64) for key, rows in ordered}
 
 
 def merge_groups(results: Sequence[Mapping[str, Any]], indices: Sequence[np.ndarray], decorator: str) -> Dict[str, Any]:
@@ -344,13 +360,18 @@ def concatenate_requests(requests: Sequence[Mapping]) -> Tuple[Dict[str, np.ndar
 
 def split_outputs(result: Any, sizes: List[int], convert: Callable) -> List[Dict[str, Any]]:
     """@batch: one response per request, slicing axis 0 of the outputs by ``sizes``."""
-    outputs = {name: np.asarray(value) for name, value in convert(result).items()}
+    converted = convert(result)
+    if isinstance(converted, PaddedOutputs):
+        converted = converted.trimmed()
+    outputs = {name: np.asarray(value) for name, value in converted.items()}
     total = sum(sizes)
-    wrong = [f"{name!r} has shape {value.shape}" for name, value in outputs.items() if value.shape[:1] != (total,)]
+    wrong = {name: value.shape for name, value in outputs.items() if value.shape[:1] != (total,)}
     if wrong:
-        raise PyTritonValidationError(
+        raise OutputBatchSizeError(
+            "Received output tensors with different batch sizes: "
+            f"{', '.join(f'{name}: {shape}' for name, shape in wrong.items())}. Expected batch size: {total}. "
             f"@batch: every output needs the batch size {total} (the sum of the requests' batch sizes "
-            f"{sizes}) on axis 0, but {', '.join(wrong)}"
+            f"{sizes}) on axis 0, but {', '.join(f'{name!r} has shape {shape}' for name, shape in wrong.items())}"
         )
     if len(sizes) == 1:
         return [outputs]
@@ -425,25 +446,30 @@ def common_dtype(name: str, dtypes: List[np.dtype]) -> np.dtype:
 
 
 def check_defaults(defaults: Dict[str, np.ndarray], config: TritonModelConfig) -> None:
-    """@fill_optionals: raises unless every default fits an input of the model."""
+    """@fill_optionals: raises unless every default fits an input of the model (PyTriton's wording first)."""
     specs = {spec.name: spec for spec in config.inputs}
-    problems = []
+    unknown = [name for name in defaults if name not in specs]
+    if unknown:
+        raise PyTritonBadParameterError(
+            f"@fill_optionals defaults do not fit model {config.model_name!r}: {', '.join(map(repr, unknown))}"
+            f" are not inputs (inputs: {sorted(specs)})"
+        )
+    dtypes, shapes = [], []
     for name, value in defaults.items():
-        spec = specs.get(name)
-        if spec is None:
-            problems.append(f"{name!r} is not an input (inputs: {sorted(specs)})")
-            continue
+        spec = specs[name]
         want = np.dtype(spec.dtype)
         fits = value.dtype.kind in "SUO" if want.kind in "SO" else value.dtype == want
         if not fits:
-            problems.append(f"{name!r} has dtype {value.dtype}, the input {want}")
+            dtypes.append(f"{name}: dtype={value.dtype} expected_dtype={want}")
         shape_fits = len(value.shape) == len(spec.shape) and all(w in (-1, h) for h, w in zip(value.shape, spec.shape))
         if not shape_fits:
-            problems.append(f"{name!r} has shape {value.shape}, the input {tuple(spec.shape)} (without the batch axis)")
-    if problems:
-        raise PyTritonBadParameterError(
-            f"@fill_optionals defaults do not fit model {config.model_name!r}: {'; '.join(problems)}"
-        )
+            shapes.append(f"{name}: shape={value.shape} expected_shape={tuple(spec.shape)} (without the batch axis)")
+    for problems, what in ((dtypes, "dtypes"), (shapes, "shapes")):
+        if problems:
+            raise PyTritonBadParameterError(
+                f"Could not use {', '.join(problems)} defaults as they have different than input signature {what}"
+                f" of model {config.model_name!r}"
+            )
 
 
 def fill_request(request: Mapping, defaults: Dict[str, np.ndarray], batching: bool) -> Mapping:
@@ -468,9 +494,9 @@ def first_row(name: str, values: Any, squeeze: bool, strict: bool) -> Any:
     if strict and len(values) > 1:
         same = np.broadcast_to(values[:1], values.shape)
         if not np.array_equal(values, same, equal_nan=values.dtype.kind in "fc"):
-            raise PyTritonValidationError(
-                f"@first_value: the values of input {name!r} differ across the batch: {short_repr(values)}; "
-                f"group the batch with @group_by_values({name!r}) first, or pass strict=False"
+            raise PyTritonRuntimeError(
+                f"The values on the {name!r} input are not equal: {short_repr(values)}. @first_value needs one"
+                f" value for the batch: group the batch with @group_by_values({name!r}) first, or pass strict=False"
             )
     if squeeze and isinstance(first, np.ndarray) and first.size == 1:
         first = first.reshape(())[()]
@@ -492,10 +518,26 @@ def repeat_last_row(value: Any, target: int) -> np.ndarray:
     return np.concatenate([value, np.repeat(value[-1:], target - len(value), axis=0)])
 
 
-def trim_outputs(outputs: Dict[str, Any], size: int, target: int) -> Dict[str, Any]:
-    """@pad_batch: outputs of the padded size cut back to ``size`` rows."""
-    trimmed = {}
-    for name, value in outputs.items():
-        value = np.asarray(value)
-        trimmed[name] = value[:size] if value.shape[:1] == (target,) else value
-    return trimmed
+class OutputBatchSizeError(PyTritonValidationError, ValueError):
+    """@batch: outputs whose axis 0 is not the batch's size (a ValueError too, as PyTriton raises)."""
+
+
+class PaddedOutputs(dict):
+    """@pad_batch's outputs, as the callable returned them for the padded batch.
+
+    Called alone, ``@pad_batch`` returns the padded rows (as PyTriton's); ``@batch`` above it
+    sees this type and keeps the first ``batch_size`` rows of the outputs of the padded size.
+    """
+
+    def __init__(self, outputs: Mapping[str, Any], batch_size: int, padded_size: int):
+        super().__init__(outputs)
+        self.batch_size = batch_size
+        self.padded_size = padded_size
+
+    def trimmed(self) -> Dict[str, Any]:
+        """The outputs cut back to ``batch_size`` rows (those of the padded size)."""
+        trimmed = {}
+        for name, value in self.items():
+            value = np.asarray(value)
+            trimmed[name] = value[: self.batch_size] if value.shape[:1] == (self.padded_size,) else value
+        return trimmed

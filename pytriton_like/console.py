@@ -38,9 +38,14 @@ class Console:
         self._stream = stream
         self.printing = False
 
-    def say(self, message: str, *args: object) -> None:
-        """Log ``message % args`` at INFO; print it too while printing and logging is not configured."""
-        self._logger.info(message, *args)
+    def say(self, message: str, *args: object, logged: bool = True) -> None:
+        """Log ``message % args`` at INFO; print it too while printing and logging is not configured.
+
+        Args:
+            logged: False for a line that was logged already (only printed, if it would be).
+        """
+        if logged:
+            self._logger.info(message, *args)
         if self.printing and not self._logger.hasHandlers():
             stream = self._stream or sys.stderr
             try:

@@ -25,13 +25,16 @@ context from wherever they sit in the stack.
 import dataclasses
 import functools
 import inspect
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import wrapt
 
 from ._decorator_utils import (
+    TRITON_CONTEXT_ATTRIBUTE,
     TRITON_CONTEXT_FIELD,
+    PaddedOutputs,
     SPECIAL_KEYS,
     ContextRegistry,
     check_defaults,
@@ -51,12 +54,17 @@ from ._decorator_utils import (
     requests_arg,
     short_repr,
     split_outputs,
-    trim_outputs,
     values_kwargs_steps,
     values_requests_steps,
     with_data,
 )
-from .exceptions import PyTritonBadParameterError, PyTritonInvalidOperationError, PyTritonValidationError
+from .constants import TRITON_CONTEXT_FIELD_NAME
+from .exceptions import (
+    PyTritonBadParameterError,
+    PyTritonInvalidOperationError,
+    PyTritonRuntimeError,
+    PyTritonValidationError,
+)
 from .model_config.triton_model_config import TritonModelConfig
 
 if TYPE_CHECKING:  # the serving side hands these in; the decorators do not need the client package
@@ -70,6 +78,8 @@ __all__ = [
     "InferenceResult",
     "InferenceResults",
     "InputNames",
+    "ModelConfigDict",
+    "TRITON_CONTEXT_FIELD_NAME",
     "TritonContext",
     "attach_triton_context",
     "batch",
@@ -96,17 +106,77 @@ InferenceResults = Union[List[InferenceResult], Tuple[InferenceResult, ...]]
 # --------------------------------------------------------------------------- context
 
 
-@dataclasses.dataclass(frozen=True)
+class ModelConfigDict(MutableMapping):
+    """Model configs by inference callable, as PyTriton's ``TritonContext.model_configs`` holds them.
+
+    A callable is keyed by ``str(callable)``: a function and the decorators wrapping it (which
+    show the function's name) share one entry, and an object's ``__call__`` is keyed by the object.
+    """
+
+    def __init__(self):
+        self._data: Dict[str, TritonModelConfig] = {}
+        self._keys: Dict[str, Callable] = {}
+
+    def __getitem__(self, infer_callable: Callable) -> TritonModelConfig:
+        return self._data[self._get_model_config_key(infer_callable)]
+
+    def __setitem__(self, infer_callable: Callable, item: TritonModelConfig) -> None:
+        key = self._get_model_config_key(infer_callable)
+        self._keys[key] = infer_callable
+        self._data[key] = item
+
+    def __delitem__(self, infer_callable: Callable) -> None:
+        key = self._get_model_config_key(infer_callable)
+        del self._data[key]
+        del self._keys[key]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self):
+        return iter(list(self._keys.values()))
+
+    @staticmethod
+    def _get_model_config_key(infer_callable: Callable) -> str:
+        if inspect.ismethod(infer_callable) and infer_callable.__name__ == "__call__":
+            infer_callable = infer_callable.__self__
+        return str(infer_callable)
+
+
+@dataclasses.dataclass
 class TritonContext:
     """What Triton tells a bound callable about the model it serves, and how to call other models.
 
+    Built as PyTriton builds it (``TritonContext()``, then ``model_configs[infer_func] = config``)
+    or with ``model_config=``; the server fills both for each bound callable.
+
     Attributes:
-        model_config: the resolved configuration of the model (inputs, outputs, batching...).
+        model_configs: the model config of each bound callable (PyTriton's attribute).
+        model_config: the resolved configuration of the model (inputs, outputs, batching...);
+            without it, the only entry of ``model_configs``.
         loopback: the server's clients for calling models (set by the server; ``None`` outside one).
     """
 
-    model_config: TritonModelConfig
+    model_configs: ModelConfigDict = dataclasses.field(default_factory=ModelConfigDict)
+    model_config: Optional[TritonModelConfig] = None
     loopback: Optional["LoopbackClients"] = dataclasses.field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.model_config is None and len(self.model_configs) == 1:
+            self.model_config = next(iter(self.model_configs.values()))
+
+    def config_of(self, infer_callable: Optional[Callable] = None) -> Optional[TritonModelConfig]:
+        """The config of ``infer_callable`` in ``model_configs``, else ``model_config`` (or the only entry)."""
+        if infer_callable is not None and self.model_configs:
+            try:
+                return self.model_configs[infer_callable]
+            except KeyError:
+                pass
+        if self.model_config is not None:
+            return self.model_config
+        if len(self.model_configs) == 1:
+            return next(iter(self.model_configs.values()))
+        return None
 
     def client(
         self, model_name: str, model_version: Union[int, str, None] = None, *, inference_timeout_s: Optional[float] = None
@@ -137,7 +207,8 @@ class TritonContext:
             ... def route(triton_context, x):
             ...     return triton_context.client("Small").infer_batch(x=x)
         """
-        return self._loopback().client(self.model_config.model_name, model_name, model_version, inference_timeout_s)
+        loopback = self._loopback()
+        return loopback.client(self.model_config.model_name, model_name, model_version, inference_timeout_s)
 
     def async_client(
         self, model_name: str, model_version: Union[int, str, None] = None, *, inference_timeout_s: Optional[float] = None
@@ -156,13 +227,14 @@ class TritonContext:
             ... async def route(triton_context, x):
             ...     return await triton_context.async_client("Small").infer_batch(x=x)
         """
-        caller = self.model_config.model_name
-        return self._loopback().async_client(caller, model_name, model_version, inference_timeout_s)
+        loopback = self._loopback()
+        return loopback.async_client(self.model_config.model_name, model_name, model_version, inference_timeout_s)
 
     def _loopback(self) -> "LoopbackClients":
         if self.loopback is None:
+            model = f"model {self.model_config.model_name!r}: " if self.model_config is not None else ""
             raise PyTritonInvalidOperationError(
-                f"model {self.model_config.model_name!r}: this TritonContext belongs to no running server,"
+                f"{model}this TritonContext belongs to no running server,"
                 " so it cannot call models; bind the callable and run the server"
             )
         return self.loopback
@@ -204,24 +276,50 @@ def get_triton_context(wrapped: Callable, instance: Any = None) -> TritonContext
     Raises:
         PyTritonValidationError: no context is attached (the callable was never bound).
     """
-    context = _CONTEXTS.find(wrapped, instance)
+    context = _find_context(wrapped, instance)
     if context is None:
         name = getattr(wrapped, "__qualname__", None) or short_repr(wrapped)
         raise PyTritonValidationError(
-            f"No Triton context is attached to {name}: bind it to Triton first, or outside a server call "
+            "Wrapped function or object must bound with triton to get  __triton_context__."
+            f" No Triton context is attached to {name}: bind it to Triton first, or outside a server call "
             f"attach_triton_context(infer_func, TritonContext(model_config=...)) on the outermost callable"
         )
     return context
 
 
 def get_model_config(wrapped: Callable, instance: Any = None) -> TritonModelConfig:
-    """Returns the model config attached to the stack ``wrapped`` belongs to (see :func:`get_triton_context`)."""
-    return get_triton_context(wrapped, instance).model_config
+    """Returns the model config attached to the stack ``wrapped`` belongs to (see :func:`get_triton_context`).
+
+    Raises:
+        PyTritonValidationError: no context is attached, or it holds no config for ``wrapped``.
+    """
+    context = get_triton_context(wrapped, instance)
+    config = context.config_of(wrapped) if isinstance(context, TritonContext) else None
+    if config is None:
+        raise PyTritonValidationError(
+            f"The Triton context of {getattr(wrapped, '__qualname__', None) or short_repr(wrapped)} has no model"
+            " config for it: set context.model_configs[infer_func] = config"
+        )
+    return config
+
+
+def _find_context(wrapped: Callable, instance: Any) -> Optional[TritonContext]:
+    """The context attached by attach_triton_context, else a ``__triton_context__`` attribute (PyTriton's way)."""
+    context = _CONTEXTS.find(wrapped, instance)
+    if context is not None:
+        return context
+    for owner in (instance, wrapped):
+        while owner is not None:
+            found = getattr(owner, TRITON_CONTEXT_ATTRIBUTE, None) if not isinstance(owner, type) else None
+            if found is not None:
+                return found
+            owner = getattr(owner, "__wrapped__", None)
+    return None
 
 
 def _find_model_config(wrapped: Callable, instance: Any) -> Optional[TritonModelConfig]:
-    context = _CONTEXTS.find(wrapped, instance)
-    return None if context is None else context.model_config
+    context = _find_context(wrapped, instance)
+    return context.config_of(wrapped) if isinstance(context, TritonContext) else None
 
 
 def convert_output(
@@ -469,7 +567,8 @@ def fill_optionals(**defaults: np.ndarray):
         **defaults: input name to default value.
 
     Raises:
-        PyTritonBadParameterError: a default is not a numpy array, or does not fit the model's inputs.
+        PyTritonBadParameterError: at the first call: a default is not a numpy array, or does not fit
+            the model's inputs.
         PyTritonValidationError: the decorator is not given the list of requests (not outermost).
 
     Example:
@@ -481,12 +580,14 @@ def fill_optionals(**defaults: np.ndarray):
     not_arrays = [
         f"{name}={short_repr(value, 60)}" for name, value in defaults.items() if not isinstance(value, np.ndarray)
     ]
-    if not_arrays:
-        raise PyTritonBadParameterError(f"@fill_optionals defaults must be numpy arrays, got {', '.join(not_arrays)}")
     checked: List[Optional[TritonModelConfig]] = [None]
 
     @wrapt.decorator
     def _fill_optionals(wrapped, instance, args, kwargs):
+        if not_arrays:  # at the call, as PyTriton (a module defining such a callable still imports)
+            raise PyTritonBadParameterError(
+                f"Could not use {', '.join(not_arrays)} defaults as they are not NumPy arrays"
+            )
         if not (args and is_request_list(args[0])):
             raise PyTritonValidationError(
                 "@fill_optionals takes the list of requests: put it first (outermost) in the decorator stack"
@@ -514,9 +615,9 @@ def first_value(*keys: str, squeeze_single_values: bool = True, strict: bool = T
         strict: check that every row equals the first (raise otherwise).
 
     Raises:
-        PyTritonBadParameterError: a key is not a string or is ``triton_context``.
-        PyTritonValidationError: rows differ in strict mode, an input has no batch axis or is empty,
-            or the model does not batch.
+        PyTritonBadParameterError: a key is not a string or is ``triton_context`` / ``__triton_context__``.
+        PyTritonRuntimeError: rows differ in strict mode, or the model does not batch.
+        PyTritonValidationError: an input has no batch axis or is empty.
 
     Example:
         >>> @batch
@@ -529,7 +630,10 @@ def first_value(*keys: str, squeeze_single_values: bool = True, strict: bool = T
         raise PyTritonBadParameterError(f"@first_value takes input names, got {keys!r}")
     reserved = sorted(SPECIAL_KEYS.intersection(keys))
     if reserved:
-        raise PyTritonBadParameterError(f"@first_value: {reserved} cannot be used as keys; they are not inputs")
+        raise PyTritonBadParameterError(
+            f"The keys {', '.join(reserved)} are not allowed as keys for @first_value wrapper."
+            " They are not model inputs."
+        )
 
     def _replace(values: Mapping[str, Any]) -> Dict[str, Any]:
         replaced = dict(values)
@@ -542,8 +646,9 @@ def first_value(*keys: str, squeeze_single_values: bool = True, strict: bool = T
     def _first_value(wrapped, instance, args, kwargs):
         config = _find_model_config(wrapped, instance)
         if config is not None and not config.batching:
-            raise PyTritonValidationError(
-                f"@first_value needs a model with batching; model {config.model_name!r} has none"
+            raise PyTritonRuntimeError(
+                "The @first_value decorator can only be used with models that support batching."
+                f" Model {config.model_name!r} has batching off."
             )
         if args and is_request_list(args[0]):
             requests = [with_data(request, _replace(request)) for request in args[0]]
@@ -558,9 +663,10 @@ def pad_batch(wrapped, instance, args, kwargs):
     """Pads the batch to the nearest preferred batch size or ``max_batch_size`` by repeating its last row.
 
     The target is the smallest of the dynamic batcher's preferred batch sizes and the model's
-    ``max_batch_size`` that holds the batch. Outputs whose axis 0 has the padded size are cut back
-    to the original size, so ``@batch`` above splits them as usual. Place it below ``@batch``; it
-    needs the model config (the callable must be bound or have a context attached).
+    ``max_batch_size`` that holds the batch. It returns the callable's outputs for the padded
+    batch, as PyTriton's; ``@batch`` above it keeps the first rows of the outputs of the padded
+    size, one per real row, and splits those as usual. Place it below ``@batch``; it needs the
+    model config (the callable must be bound or have a context attached).
 
     Raises:
         PyTritonValidationError: no context attached, a model without batching, or not below ``@batch``.
@@ -587,7 +693,7 @@ def pad_batch(wrapped, instance, args, kwargs):
 
 def _pad_steps(args, kwargs, size, target, config):
     result = yield args, kwargs
-    return map_result(result, lambda outputs: trim_outputs(convert_output(outputs, model_config=config), size, target))
+    return map_result(result, lambda outputs: PaddedOutputs(convert_output(outputs, model_config=config), size, target))
 
 
 @wrapt.decorator

@@ -8,6 +8,7 @@ The tree (client errors live in :mod:`pytriton_like.client.exceptions`)::
     ├── PyTritonBadParameterError      a bad value for a parameter
     ├── PyTritonModelConfigError       a model configuration that cannot be rendered or parsed
     ├── PyTritonServerError            tritonserver failed to start or died (carries the log tail)
+    ├── PyTritonRuntimeError           a failure while serving that fits none of the others
     └── PyTritonUnrecoverableError     raised by a callable to shut the server down
 """
 
@@ -20,6 +21,7 @@ __all__ = [
     "PyTritonBadParameterError",
     "PyTritonModelConfigError",
     "PyTritonServerError",
+    "PyTritonRuntimeError",
     "PyTritonUnrecoverableError",
 ]
 
@@ -80,6 +82,10 @@ class PyTritonServerError(PyTritonError):
         full = message if not log_tail else f"{message}{self.TAIL_HEADER}{log_tail}"
         super().__init__(full)
         self.log_tail = log_tail
+
+
+class PyTritonRuntimeError(PyTritonError):
+    """An error found while serving that fits none of the others (e.g. ``@first_value`` given differing values)."""
 
 
 class PyTritonUnrecoverableError(PyTritonError):

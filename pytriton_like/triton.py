@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from .access_tokens import remove_token, write_token
 from .console import Console
+from .constants import DEFAULT_TRITON_STARTUP_TIMEOUT_S
 from .exceptions import (
     PyTritonInvalidOperationError,
     PyTritonServerError,
@@ -34,9 +35,9 @@ from .exceptions import (
 )
 from .model_config import ModelConfig, Tensor
 from .model_config.ensemble import EnsembleConfig, EnsembleStep, validate_ensemble
-from .model_config.generator import validate_config
 from .model_config.names import check_model_name
 from .model_config.triton_model_config import TritonModelConfig, resolve_tensors
+from .models.binding import bound_model_config
 from .models.loopback import LoopbackClients, loopback_url
 from .models.model import Model
 from .models.poller import RepositoryPoller
@@ -44,20 +45,82 @@ from .models.registry import BoundModels
 from .models.repository import remove_model_entry, write_ensemble_entry
 from .models.s3_repository import is_s3_url
 from .models.user_repository import open_repository, repository_location
+from .remote import MONITORING_PERIOD_S, RemoteTriton
 from .relay.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name, unlink_orphaned_segments, unlink_segments
 from .server.bundle import find_bundle
 from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, endpoint_urls, local_url, server_argv
 from .server.control import ControlError, ServerControl
 from .server.drain import DRAINING_MODEL, report_not_ready
 from .server.process import ServerProcess, ServerState, check_ports_free
-from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
+from .server.security import (
+    ACCESS_TOKEN_HEADER,
+    DEFAULT_RESTRICTED_ENDPOINTS,
+    VALID_ENDPOINTS,
+    TritonSecurityConfig,
+    check_restriction_overlap,
+    restriction_value,
+)
 from .server.workspace import Workspace, remove_orphaned_workspaces
+from .tracing import model_tracer
 from .worker.hints import signature_warning
 
 if TYPE_CHECKING:
     from .runner import TritonRunner
 
-__all__ = ["Triton", "TritonConfig", "TritonSecurityConfig"]
+__all__ = [
+    "Triton",
+    "RemoteTriton",
+    "TritonConfig",
+    "TritonLifecyclePolicy",
+    "TritonSecurityConfig",
+    "DefaultTritonLifecyclePolicy",
+    "VertextAILifecyclePolicy",
+    "MONITORING_PERIOD_S",
+    "DEFAULT_TRITON_STARTUP_TIMEOUT_S",
+    "MODEL_URL",
+    "MODEL_READY_URL",
+    "MODEL_CONFIG_URL",
+    "MODEL_INFER_URL",
+    "WAIT_FORM_MODEL_TIMEOUT_S",
+    "DEFAULT_PROTECTED_ENDPOINTS",
+    "TRITON_ACCESS_HEADER",
+    "VALID_TRITON_ENDPOINTS",
+]
+
+@dataclasses.dataclass
+class TritonLifecyclePolicy:
+    """When the server starts and where bound models' repository entries live (PyTriton's policy).
+
+    Args:
+        launch_triton_on_startup: start tritonserver when the ``with Triton()`` block is entered;
+            models bound afterwards load at once. False: it starts at ``run()``/``serve()`` and
+            loads every model bound until then in one go.
+        local_model_store: the entries of bound models are written to the local model store
+            before the server starts (what Vertex AI needs: the server must hold its models when
+            it reports ready). pytriton_like always writes them locally for a server it starts,
+            so this changes nothing for ``Triton``; ``RemoteTriton`` sends them through the
+            server's model-repository API.
+    """
+
+    launch_triton_on_startup: bool = True
+    local_model_store: bool = False
+
+
+DefaultTritonLifecyclePolicy = TritonLifecyclePolicy()
+VertextAILifecyclePolicy = TritonLifecyclePolicy(launch_triton_on_startup=False, local_model_store=True)
+"""The policy ``Triton`` takes when ``config.allow_vertex_ai`` is set and none is given (PyTriton's name)."""
+
+# PyTriton's module constants: the URLs of a model on the HTTP endpoint, and how long run() waits.
+MODEL_URL = "/v2/models/{model_name}"
+MODEL_READY_URL = f"{MODEL_URL}/ready/"
+MODEL_CONFIG_URL = f"{MODEL_URL}/config/"
+MODEL_INFER_URL = f"{MODEL_URL}/infer/"
+WAIT_FORM_MODEL_TIMEOUT_S = 60.0  # (sic: PyTriton's name)
+
+# PyTriton's names of the security constants (server/security.py holds them).
+VALID_TRITON_ENDPOINTS = set(VALID_ENDPOINTS)
+DEFAULT_PROTECTED_ENDPOINTS = list(DEFAULT_RESTRICTED_ENDPOINTS)
+TRITON_ACCESS_HEADER = ACCESS_TOKEN_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +163,12 @@ class Triton:
             ``s3://`` URL of one (credentials from the AWS environment variables), loaded as
             ``config.model_control_mode`` says (see docs/model_management.md); given here, it
             wins over ``config.model_repository``.
+        triton_lifecycle_policy: when the server starts (docs/lifecycle_policy.md). By default
+            (PyTriton's) entering ``with Triton() as triton:`` starts it, and models bound
+            then load at once; with ``config.allow_vertex_ai`` (or
+            ``TritonLifecyclePolicy(launch_triton_on_startup=False)``) it starts at ``run()`` /
+            ``serve()`` with every model bound until then. A server without its HTTP endpoint
+            (``allow_http=False``) always starts at ``run()``: models load through that endpoint.
         security_config: which API groups need the access token (``None``: the model-repository,
             shared-memory, statistics, trace and logging groups, with a random token; see
             docs/security.md). :meth:`get_access_token` tells the token.
@@ -115,16 +184,25 @@ class Triton:
         *,
         config: Optional[TritonConfig] = None,
         workspace: Union[str, pathlib.Path, None] = None,
-        model_repository: Union[str, pathlib.Path, None] = None,
+        triton_lifecycle_policy: Optional[TritonLifecyclePolicy] = None,
         security_config: Optional[TritonSecurityConfig] = None,
+        model_repository: Union[str, pathlib.Path, None] = None,
     ):
+        if triton_lifecycle_policy is None:
+            vertex_ai = config is not None and config.allow_vertex_ai
+            triton_lifecycle_policy = VertextAILifecyclePolicy if vertex_ai else DefaultTritonLifecyclePolicy
+        if not isinstance(triton_lifecycle_policy, TritonLifecyclePolicy):
+            raise PyTritonValidationError(
+                f"triton_lifecycle_policy must be a TritonLifecyclePolicy, got {type(triton_lifecycle_policy).__name__}"
+            )
+        self._lifecycle = triton_lifecycle_policy
         self._config = (config or TritonConfig()).with_env()
-        self._security = security_config if security_config is not None else TritonSecurityConfig()
-        if not isinstance(self._security, TritonSecurityConfig):
+        self._security_config = security_config if security_config is not None else TritonSecurityConfig()
+        if not isinstance(self._security_config, TritonSecurityConfig):
             raise PyTritonValidationError(
                 f"security_config must be a TritonSecurityConfig, got {type(security_config).__name__}"
             )
-        check_restriction_overlap(self._config, self._security)
+        check_restriction_overlap(self._config, self._security_config)
         if model_repository is not None:
             self._config = dataclasses.replace(self._config, model_repository=repository_location(model_repository))
         repository = self._config.model_repository
@@ -147,11 +225,13 @@ class Triton:
         self._failure: Optional[BaseException] = None
         self._server_exit: Optional[int] = None  # tritonserver's exit code, when it exited on its own
         self._console = Console(logger)  # serve() prints its lines when no logging is configured
-        self._started_models: List[Tuple[str, str, Optional[int]]] = []  # (what, name, version) loaded at start
+        self._ready_models: List[Tuple[str, str, Optional[int]]] = []  # (what, name, version) loaded, for serve()'s lines
 
     # -- context manager -------------------------------------------------------------------
 
     def __enter__(self) -> "Triton":
+        if self._lifecycle.launch_triton_on_startup and self._config.allow_http is not False:
+            self.run()
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -168,6 +248,7 @@ class Triton:
         model_version: int = 1,
         config: Optional[ModelConfig] = None,
         strict: bool = False,
+        trace_config: Optional[List[str]] = None,
     ) -> None:
         """Serve ``infer_func`` as model ``model_name``.
 
@@ -183,6 +264,9 @@ class Triton:
                 names no version gets the highest one that is ready.
             config: scheduling options (batching, dynamic batcher, ...).
             strict: check the callable's outputs against ``outputs`` (names, dtypes).
+            trace_config: Triton's trace settings for this model's OpenTelemetry spans in your
+                process (``["mode=opentelemetry", "opentelemetry,url=...", ...]``); by default
+                ``TritonConfig.trace_config``. See docs/tracing.md.
 
         Raises:
             PyTritonValidationError: a bad name, tensor spec or callable, or a version whose
@@ -191,44 +275,19 @@ class Triton:
                 model of the model repository, or the server stopped.
             PyTritonServerError: bound after ``run()`` and the server failed to load it.
         """
-        check_model_name(model_name)
-        funcs = list(infer_func) if isinstance(infer_func, (list, tuple)) else [infer_func]
-        if not funcs:
-            raise PyTritonValidationError(f"model {model_name!r}: infer_func is an empty list")
-        for func in funcs:
-            if not callable(func):
-                raise PyTritonValidationError(
-                    f"model {model_name!r}: infer_func must be callable, got {type(func).__name__}: {func!r}"
-                )
+        model_config, funcs = bound_model_config(model_name, infer_func, inputs, outputs, model_version, config)
         problem = signature_warning(funcs[0])  # the instances' callables are alike
         if problem is not None:
             logger.warning("model %s: %s", model_name, problem)
-        config = config or ModelConfig()
-        try:
-            model_config = TritonModelConfig(
-                model_name=model_name,
-                model_version=model_version,
-                max_batch_size=config.max_batch_size if config.batching else 0,
-                batching=config.batching,
-                batcher=config.batcher if config.batching and config.sequence_batcher is None else None,
-                instance_count=len(funcs),
-                decoupled=config.decoupled,
-                inputs=resolve_tensors(inputs, "INPUT"),
-                outputs=resolve_tensors(outputs, "OUTPUT"),
-                response_cache=config.response_cache,
-                sequence_batcher=config.sequence_batcher,
-            )
-        except TypeError as exc:
-            raise PyTritonValidationError(f"model {model_name!r}: {exc}") from None
-        validate_config(model_config)
-        if model_config.response_cache and not self._config.cache_config:
+        if model_config.response_cache is not None and not self._config.cache_config:
             raise PyTritonValidationError(
                 f"model {model_name!r}: response_cache=True needs a cache in TritonConfig, e.g. "
                 "TritonConfig(cache_config=['local,size=1048576']); without one Triton ignores it"
             )
+        tracer = model_tracer(trace_config if trace_config is not None else self._config.trace_config)
         with self._changed:
             self._check_bindable("model", model_name)  # another version of a bound model is fine
-            model = Model(model_config, funcs, strict=strict, tag=f"t{self._id}m{next(self._tags)}")
+            model = Model(model_config, funcs, strict=strict, tag=f"t{self._id}m{next(self._tags)}", tracer=tracer)
             self._models.add(model)
             if self._state is _State.RUNNING:
                 self._load(model)
@@ -331,6 +390,7 @@ class Triton:
             raise PyTritonServerError(
                 f"tritonserver failed to load ensemble {config.model_name!r}: {exc}", log_tail=self._server.log_tail()
             ) from None
+        self._ready_models.append(("ensemble", config.model_name, config.model_version))
         self._say_ready("ensemble", config.model_name, config.model_version)
 
     def _setup(self, model: Model) -> None:
@@ -365,6 +425,7 @@ class Triton:
         except BaseException:
             self._forget(model)
             raise
+        self._ready_models.append(("model", model.name, model.version))
         self._say_ready("model", model.name, model.version)
 
     def _forget(self, model: Model) -> None:
@@ -406,7 +467,7 @@ class Triton:
         config = self._config
         check_ports_free(config.ports, _bind_address(config))
         self._workspace = Workspace(bundle, self._workspace_path)
-        self._loopback = LoopbackClients(loopback_url(config), access_token=self._security.access_token)
+        self._loopback = LoopbackClients(loopback_url(config), access_token=self._security_config.access_token)
         for model in self._models:
             self._setup(model)
         for name in self._models.names():
@@ -425,18 +486,18 @@ class Triton:
             backend_directory=self._workspace.backends,
             cache_directory=bundle.caches,
             startup_models=self._models.names() + repository_models + list(self._ensembles),
-            restriction=restriction_value(self._security),
+            restriction=restriction_value(self._security_config),
         )
-        self._security.warn_if_open()
+        self._security_config.warn_if_open()
         env = bundle.server_environment(os.environ)
         log_file = pathlib.Path(config.log_file) if config.log_file else self._workspace.log_file
-        logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
-        if self._security.access_token:
+        logger.debug("starting %s", " ".join(argv).replace(self._security_config.access_token or "\0", "<access token>"))
+        if self._security_config.access_token:
             # before the server starts: a client of this host that sees a model ready (with the
             # native relay, a fraction of a second after the start) must find the token already
             for endpoint in ("HTTP", "gRPC"):
                 if endpoint in config.ports:
-                    write_token(config.ports[endpoint], self._security.access_token)
+                    write_token(config.ports[endpoint], self._security_config.access_token)
         self._server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
         self._server.add_exit_listener(self._on_server_exit)
         try:
@@ -448,7 +509,7 @@ class Triton:
         expected += [("ensemble", name, ensemble.model_version) for name, ensemble in self._ensembles.items()]
         if config.allow_http is not False:
             self._control = ServerControl(
-                connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
+                connect_host(config.http_address), config.ports["HTTP"], access_token=self._security_config.access_token
             )
             for what, name, version in expected:
                 if not self._control.model_ready(name, version):
@@ -465,28 +526,40 @@ class Triton:
                 known=known,
             )
             self._poller.start()
-        self._started_models = expected
+        self._ready_models = expected
         self._say_started()
+        if config.log_verbose:
+            # PyTriton's words (its tests and users' log alerts look for them)
+            logger.warning(
+                "Triton Inference Server is running with enabled verbose logs (log_verbose_level=%d). "
+                "It may affect inference performance.",
+                config.log_verbose,
+            )
 
-    def _say_started(self) -> None:
+    def _say_started(self, logged: bool = True) -> None:
         """One line per endpoint (its url, and whether it listens on every interface), then one per
-        model that was ready at start."""
+        model loaded so far.
+
+        Args:
+            logged: False when the lines were logged already (serve() after run()): only printed.
+        """
         config = self._config
         addresses = {"HTTP": config.http_address, "gRPC": config.grpc_address, "metrics": config.metrics_address}
         for endpoint, url in endpoint_urls(config).items():
             everywhere = connect_host(addresses[endpoint]) != addresses[endpoint]
-            self._console.say("%s on %s%s", endpoint, url, " (listening on all interfaces)" if everywhere else "")
-        for what, name, version in self._started_models:
-            self._say_ready(what, name, version)
+            suffix = " (listening on all interfaces)" if everywhere else ""
+            self._console.say("%s on %s%s", endpoint, url, suffix, logged=logged)
+        for what, name, version in self._ready_models:
+            self._say_ready(what, name, version, logged=logged)
 
-    def _say_ready(self, what: str, name: str, version: Optional[int]) -> None:
+    def _say_ready(self, what: str, name: str, version: Optional[int], logged: bool = True) -> None:
         """The line of a model that is ready, with the url its inference requests go to over HTTP."""
         numbered = f" version {version}" if version is not None else ""
         if "HTTP" in self._config.ports:
             url = f"{local_url(self._config, 'HTTP')}/v2/models/{name}/infer"
-            self._console.say("%s %s%s ready: %s", what, name, numbered, url)
+            self._console.say("%s %s%s ready: %s", what, name, numbered, url, logged=logged)
         else:
-            self._console.say("%s %s%s ready", what, name, numbered)
+            self._console.say("%s %s%s ready", what, name, numbered, logged=logged)
 
     def _startup_repository_models(self) -> List[str]:
         """The models of the user's repository to load at start, checked (names, config.pbtxt)."""
@@ -513,12 +586,16 @@ class Triton:
             self._repository.check(name)
         return startup
 
-    def serve(self) -> None:
+    def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
         """Run the server and block until SIGINT or SIGTERM (or :meth:`stop`), then stop it.
 
         Signal handlers are installed only when called from the main thread; from another
         thread, call :meth:`stop` to end it. A signal that comes while the server is still
         starting cuts the start short; ``serve()`` then returns as well, once all is stopped.
+
+        Args:
+            monitoring_period_s: how often to check that the server and the models' workers are
+                alive (a dead server is noticed at once anyway); when not, it stops and returns.
 
         Raises:
             PyTritonServerError: the server failed to start, or tritonserver exited while
@@ -532,10 +609,13 @@ class Triton:
         self._console.printing = True
         try:
             if self._state is _State.RUNNING:  # run() before: its lines were only logged
-                self._say_started()
+                self._say_started(logged=False)
             self.run()
             self._console.say("serving; press CTRL+C to stop")
-            self._stop_requested.wait()
+            while not self._stop_requested.wait(monitoring_period_s):
+                if not self.is_alive():
+                    logger.error("the server or a model's worker is not alive any more; stopping")
+                    break
             if self._drain_requested:
                 self._drain()
         except _SignalWhileStarting as exc:
@@ -616,12 +696,29 @@ class Triton:
             url,
             init_timeout_s=init_timeout_s,
             inference_timeout_s=inference_timeout_s,
-            access_token=self._security.access_token,
+            access_token=self._security_config.access_token,
         )
 
     def is_alive(self) -> bool:
-        """Whether the server runs and serves (False once tritonserver exited, which is logged at ERROR)."""
-        return self._state is _State.RUNNING and self._server is not None and self._server.returncode is None
+        """Whether the server runs and the workers of its bound models are alive (False once
+        tritonserver exited, which is logged at ERROR)."""
+        running = self._state is _State.RUNNING and self._server is not None and self._server.returncode is None
+        return running and all(model.is_alive() for model in self._models)
+
+    @property
+    def _triton_server(self) -> Optional[ServerProcess]:
+        # PyTriton's name of its server process (its tests check ``_triton_server.is_alive()``).
+        return self._server
+
+    def connect(self) -> None:
+        """Start the server if it is not running and load the models bound so far (PyTriton's
+        ``connect()``, which waits for the server its ``with`` block started); same as :meth:`run`.
+        """
+        self.run()
+
+    def is_connected(self) -> bool:
+        """Whether the server runs with this object's models loaded (after ``run()``, or entering ``with``)."""
+        return self._state is _State.RUNNING
 
     def get_access_token(self) -> Optional[str]:
         """The token that Triton's restricted API groups need (``None`` when none is restricted).
@@ -629,7 +726,7 @@ class Triton:
         Clients pass it as ``access_token=``; clients of this package on this host find it
         themselves (docs/security.md).
         """
-        return self._security.access_token
+        return self._security_config.access_token
 
     # -- model management (see docs/model_management.md) -------------------------------------
     # Answers are Triton's JSON documents, as its HTTP endpoint and ModelClient return them.
@@ -771,7 +868,7 @@ class Triton:
             elif not self._server.stop(timeout_s=exit_timeout + 5):
                 logger.warning("tritonserver did not stop within %.0f s; killed it", exit_timeout + 5)
             _remove_regions(regions)
-        if self._security.access_token:
+        if self._security_config.access_token:
             for port in (self._config.ports.get("HTTP"), self._config.ports.get("gRPC")):
                 if port is not None:
                     remove_token(port)

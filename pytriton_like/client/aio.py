@@ -167,6 +167,10 @@ class AsyncioModelClient:
         """A new client of the same model, url, timeouts and token; it reuses the model config read already."""
         return cls(**existing_client._core.clone_kwargs())  # noqa: SLF001 - same class
 
+    def get_lib(self) -> Any:
+        """The tritonclient module this client uses: ``tritonclient.http.aio`` or ``tritonclient.grpc.aio``."""
+        return tritonclient.grpc.aio if self._core.protocol is Protocol.GRPC else tritonclient.http.aio
+
     @property
     def model_name(self) -> str:
         """Name of the model."""
@@ -182,6 +186,15 @@ class AsyncioModelClient:
         """The server url with its scheme."""
         return self._core.url.with_scheme
 
+    # PyTriton's names of its two tritonclient clients (code and tests that patch them keep working).
+    @property
+    def _general_client(self) -> Any:
+        return self._connections.get(_CONTROL)
+
+    @property
+    def _infer_client(self) -> Any:
+        return self._connections.get(_INFERENCE)
+
     @property
     async def model_config(self) -> TritonModelConfig:
         """The model configuration (``await client.model_config``); waits for the model like ``ModelClient``."""
@@ -191,12 +204,12 @@ class AsyncioModelClient:
     async def wait_for_model(self, timeout_s: float) -> None:
         """Waits for the server and the model to be ready (see ``ModelClient.wait_for_model``)."""
         self._core.check_open()
-        await self._wait(self._core.waiter(timeout_s), check_model=True)
+        await self._wait(self._core.waiter(timeout_s, asyncio_words=True), check_model=True)
 
     async def wait_for_server(self, timeout_s: float) -> None:
         """Waits for the server to be ready (see ``ModelClient.wait_for_server``)."""
         self._core.check_open()
-        await self._wait(self._core.waiter(timeout_s), check_model=False)
+        await self._wait(self._core.waiter(timeout_s, asyncio_words=True), check_model=False)
 
     async def load_model(self, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None) -> None:
         """Asks the server to load (or reload) the model (see ``ModelClient.load_model``)."""
@@ -258,6 +271,7 @@ class AsyncioModelClient:
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
         """Runs inference on one sample (see ``ModelClient.infer_sample``)."""
+        self._core.check_open()  # before the input checks, as PyTriton
         call = CallArgs(
             inputs,
             named_inputs,
@@ -281,6 +295,7 @@ class AsyncioModelClient:
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
         """Runs inference on a batch (see ``ModelClient.infer_batch``)."""
+        self._core.check_open()  # before the input checks, as PyTriton
         call = CallArgs(
             inputs,
             named_inputs,
@@ -377,7 +392,7 @@ class AsyncioModelClient:
         async with self._ready_lock:
             if self._ready:
                 return
-            waiter = self._core.waiter(None)
+            waiter = self._core.waiter(None, asyncio_words=True)
             await self._wait(waiter, check_model=True)
             if self._core.model_config is None:
                 timeout_s = self._core.control_timeout_s(waiter)
@@ -421,7 +436,8 @@ class AsyncioModelClient:
         if not server_up:
             return Readiness.SERVER_NOT_READY
         if check_model and not await client.is_model_ready(
-            self._core.model_name, self._core.model_version or "", **kwargs
+            # bounded by the wait_for above; no call timeout, as PyTriton
+            self._core.model_name, self._core.model_version or "", headers=kwargs.get("headers")
         ):
             return Readiness.MODEL_NOT_READY
         return Readiness.READY

@@ -6,12 +6,15 @@ ModelClient`` work as it does in PyTriton.
 """
 
 from .aio import AsyncioModelClient
+from .core import DEFAULT_INFERENCE_TIMEOUT_S, DEFAULT_INIT_TIMEOUT_S
 from .aio_decoupled import AsyncioDecoupledModelClient
 from .decoupled import DecoupledModelClient
 from .futures import FuturesModelClient
 from .sync import ModelClient
 
 __all__ = [
+    "DEFAULT_INFERENCE_TIMEOUT_S",
+    "DEFAULT_INIT_TIMEOUT_S",
     "AsyncioDecoupledModelClient",
     "AsyncioModelClient",
     "DecoupledModelClient",

@@ -7,12 +7,13 @@ out), so a configuration from any Triton tool parses.
 """
 
 import logging
-from typing import Any, Mapping, Optional
+import re
+from typing import Any, Dict, Mapping, Optional
 
 from ..exceptions import PyTritonError
-from ..model_config.common import DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy, TimeoutAction
+from ..model_config.common import DeviceKind, DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy, TimeoutAction
 from ..model_config.generator import triton_to_dtype
-from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
+from ..model_config.triton_model_config import ResponseCache, TensorSpec, TritonModelConfig
 from .exceptions import PyTritonClientError
 
 __all__ = ["parse_model_config"]
@@ -43,18 +44,22 @@ def parse_model_config(config: Mapping[str, Any], model_version: Optional[str] =
 
 def _parse(config: Mapping[str, Any], model_version: Optional[str]) -> TritonModelConfig:
     max_batch_size = int(config.get("max_batch_size", 0))
-    instance_groups = config.get("instance_group") or []
+    instance_group: Dict[DeviceKind, Optional[int]] = {}
+    for group in config.get("instance_group") or []:
+        kind = DeviceKind(group.get("kind", DeviceKind.KIND_AUTO.value))
+        instance_group[kind] = instance_group.get(kind, 0) + int(group.get("count", 1))
+    cache = config.get("response_cache")
     return TritonModelConfig(
         model_name=config["name"],
         model_version=int(model_version) if model_version and str(model_version).isdigit() else 1,
         max_batch_size=max_batch_size,
         batching=max_batch_size > 0,
         batcher=_batcher(config["dynamic_batching"]) if "dynamic_batching" in config else None,
-        instance_count=sum(int(group.get("count", 1)) for group in instance_groups) or 1,
+        instance_group=instance_group,
         decoupled=bool((config.get("model_transaction_policy") or {}).get("decoupled", False)),
-        inputs=tuple(_tensor(spec) for spec in config.get("input") or []),
-        outputs=tuple(_tensor(spec) for spec in config.get("output") or []),
-        response_cache=bool((config.get("response_cache") or {}).get("enable", False)),
+        inputs=[_tensor(spec) for spec in config.get("input") or []],
+        outputs=[_tensor(spec) for spec in config.get("output") or []],
+        response_cache=ResponseCache(enable=bool(cache.get("enable", False))) if cache is not None else None,
         backend_parameters={
             key: value.get("string_value", "") for key, value in (config.get("parameters") or {}).items()
         },
@@ -78,12 +83,22 @@ def _tensor(spec: Mapping[str, Any]) -> TensorSpec:
     )
 
 
+def _camel_keys_too(section: Mapping[str, Any]) -> Dict[str, Any]:
+    """``section`` with protobuf's JSON names (``maxQueueDelayMicroseconds``) also under the field names."""
+    out = dict(section)
+    for key, value in section.items():
+        snake = re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower()
+        out.setdefault(snake, value)
+    return out
+
+
 def _batcher(section: Mapping[str, Any]) -> DynamicBatcher:
+    section = _camel_keys_too(section)
     preferred = section.get("preferred_batch_size") or None
     priority_policies = section.get("priority_queue_policy") or {}
     return DynamicBatcher(
         max_queue_delay_microseconds=int(section.get("max_queue_delay_microseconds", 0)),
-        preferred_batch_size=tuple(int(size) for size in preferred) if preferred else None,
+        preferred_batch_size=[int(size) for size in preferred] if preferred else None,
         preserve_ordering=bool(section.get("preserve_ordering", False)),
         priority_levels=int(section.get("priority_levels", 0)),
         default_priority_level=int(section.get("default_priority_level", 0)),
@@ -117,6 +132,7 @@ def _sequence_batcher(section: Mapping[str, Any]) -> SequenceBatcher:
 
 
 def _queue_policy(section: Mapping[str, Any]) -> QueuePolicy:
+    section = _camel_keys_too(section)
     return QueuePolicy(
         timeout_action=TimeoutAction(section.get("timeout_action", TimeoutAction.REJECT.value)),
         default_timeout_microseconds=int(section.get("default_timeout_microseconds", 0)),

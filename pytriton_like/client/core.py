@@ -180,7 +180,7 @@ class ClientCore:
         # Without a token, a client of a server on this host uses the one its owner recorded for
         # this port (access_tokens.py), once there is one.
         self._find_token = access_token is None and is_local_host(self.url.hostname)
-        self._request_ids = itertools.count(1)
+        self._request_ids = itertools.count(0)  # from 0, as PyTriton's clients
         self._closed = threading.Event()
         self.use_shared_memory = verify_flag("use_shared_memory", use_shared_memory)
         if use_shared_memory and not is_local_host(self.url.hostname):
@@ -270,10 +270,11 @@ class ClientCore:
         self._closed.wait(seconds)
         self.check_open()
 
-    def waiter(self, timeout_s: Optional[float]) -> ReadinessWaiter:
-        """A readiness wait of ``timeout_s`` (default: ``init_timeout_s``)."""
+    def waiter(self, timeout_s: Optional[float], asyncio_words: bool = False) -> ReadinessWaiter:
+        """A readiness wait of ``timeout_s`` (default: ``init_timeout_s``); ``asyncio_words``: its
+        timeout errors begin as PyTriton's asyncio clients' do."""
         timeout_s = self.init_timeout_s if timeout_s is None else _timeout("timeout_s", timeout_s, None)
-        return ReadinessWaiter(timeout_s, self.context("wait for readiness", timeout_s))
+        return ReadinessWaiter(timeout_s, self.context("wait for readiness", timeout_s), asyncio_words=asyncio_words)
 
     def control_timeout_s(self, waiter: Optional[ReadinessWaiter] = None) -> float:
         """Timeout of one readiness probe or config read: never past the wait's deadline."""
@@ -502,7 +503,11 @@ class ClientCore:
 
     def raw_model_config(self, response: Any) -> Dict[str, Any]:
         """The model config dict from ``get_model_config`` (``model_call`` arguments), as HTTP sends it."""
-        return response if self.protocol is Protocol.HTTP else message_to_dict(response.config)
+        if self.protocol is Protocol.HTTP:
+            return response
+        if isinstance(response, dict):  # tritonclient.grpc's as_json=True form (a stand-in may give it)
+            return response.get("config", response)
+        return message_to_dict(response.config)
 
     def raw_statistics(self, response: Any) -> Dict[str, Any]:
         """``{"model_stats": [...]}`` from ``get_inference_statistics`` (``model_call`` arguments)."""

@@ -7,7 +7,7 @@ and grpc's ``RpcError``) by the status the server answered with:
 what came                                                   what is raised
 ==========================================================  ======================================
 socket / asyncio timeout, gRPC ``DEADLINE_EXCEEDED``        PyTritonClientTimeoutError
-HTTP 404, gRPC ``NOT_FOUND`` (unknown model or version)     PyTritonClientModelUnavailableError
+HTTP 404, gRPC ``NOT_FOUND`` (unknown model or version)     PyTritonClientModelNotFoundError (an unavailable model, and a server error)
 HTTP 503, gRPC ``UNAVAILABLE``, refused/reset connections,  PyTritonClientModelUnavailableError
 unresolvable host, aiohttp connection errors
 any other status the server answered with                   PyTritonClientInferenceServerError
@@ -35,6 +35,7 @@ from tritonclient.utils import InferenceServerException
 from .exceptions import (
     PyTritonClientError,
     PyTritonClientInferenceServerError,
+    PyTritonClientModelNotFoundError,
     PyTritonClientModelUnavailableError,
     PyTritonClientTimeoutError,
 )
@@ -147,8 +148,8 @@ def _from_status(status: Optional[str], message: str, context: ErrorContext) -> 
     if status in _TIMEOUT_STATUSES:
         return _timeout(context, message)
     if status in _NOT_FOUND_STATUSES:
-        return PyTritonClientModelUnavailableError(
-            f"{context.describe()} failed: model not available: {message}", **context.attributes()
+        return PyTritonClientModelNotFoundError(
+            f"{context.describe()} failed: model not available: {message}", status=status, **context.attributes()
         )
     if status in _UNAVAILABLE_STATUSES:
         return PyTritonClientModelUnavailableError(

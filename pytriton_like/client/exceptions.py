@@ -4,12 +4,14 @@ The client branch of the error tree rooted at :class:`pytriton_like.exceptions.P
 
     PyTritonError
     └── PyTritonClientError                          any client failure
-        ├── PyTritonClientValueError                 bad arguments (inputs, parameters, headers)
+        ├── PyTritonClientValueError                 bad arguments (inputs, parameters, headers); a ValueError too
         │   └── PyTritonClientInvalidUrlError        a url that cannot be parsed or has a bad scheme
         ├── PyTritonClientTimeoutError               server/model not ready in time, or inference too slow
         │   └── PyTritonClientModelUnavailableTimeoutError  the wait ended, the model still unavailable
         │                                                   (also a PyTritonClientModelUnavailableError)
         ├── PyTritonClientModelUnavailableError      model unknown, not loaded, or server unreachable
+        │   └── PyTritonClientModelNotFoundError     ... the server answered a request so (HTTP 404)
+        │                                            (also a PyTritonClientInferenceServerError, as PyTriton raises)
         ├── PyTritonClientClosedError                the client was closed
         ├── PyTritonClientModelDoesntSupportBatchingError  infer_batch on a model with max_batch_size 0
         ├── PyTritonClientInferenceServerError       the server (or the callable) failed the request
@@ -32,6 +34,7 @@ __all__ = [
     "PyTritonClientTimeoutError",
     "PyTritonClientModelUnavailableTimeoutError",
     "PyTritonClientModelUnavailableError",
+    "PyTritonClientModelNotFoundError",
     "PyTritonClientClosedError",
     "PyTritonClientModelDoesntSupportBatchingError",
     "PyTritonClientInferenceServerError",
@@ -68,8 +71,8 @@ class PyTritonClientError(PyTritonError):
         self.url = url
 
 
-class PyTritonClientValueError(PyTritonClientError):
-    """An argument given to a client has a wrong value or type."""
+class PyTritonClientValueError(PyTritonClientError, ValueError):
+    """An argument given to a client has a wrong value or type (also a ``ValueError``)."""
 
 
 class PyTritonClientInvalidUrlError(PyTritonClientValueError):
@@ -125,3 +128,11 @@ class PyTritonClientInferenceServerError(PyTritonClientError):
 
 class PyTritonClientQueueFullError(PyTritonClientError):
     """A non-blocking ``FuturesModelClient`` could not queue a request: its queue is full."""
+
+
+class PyTritonClientModelNotFoundError(PyTritonClientModelUnavailableError, PyTritonClientInferenceServerError):
+    """The server answered a request that it has no such model (version): unknown, or unloaded meanwhile.
+
+    Both a :class:`PyTritonClientModelUnavailableError` (what it means) and a
+    :class:`PyTritonClientInferenceServerError` (what PyTriton raises then).
+    """

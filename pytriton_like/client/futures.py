@@ -36,7 +36,9 @@ class FuturesModelClient:
         non_blocking: when the queue is full, raise :class:`PyTritonClientQueueFullError`
             instead of blocking until there is room.
         init_timeout_s: how long to wait for the server and model (default 300 s).
-        inference_timeout_s: how long one request may take (default 60 s).
+        inference_timeout_s: how long one request may take (default 60 s); when given, also how
+            long a blocking submit waits for room in a full queue before it raises
+            :class:`PyTritonClientQueueFullError` (as PyTriton's; without it, it waits for room).
         access_token: token for Triton's restricted endpoints (``None``: found on this host, docs/security.md).
         use_shared_memory: pass large tensors through system shared memory (see ``ModelClient``).
 
@@ -85,6 +87,8 @@ class FuturesModelClient:
         # a slot for every request in a thread or waiting for one
         self._slots = threading.BoundedSemaphore(max_workers + max_queue_size) if max_queue_size is not None else None
         self._non_blocking = non_blocking
+        # A blocking submit waits this long for room in the queue, as PyTriton's (None: for ever).
+        self._queue_wait_s = inference_timeout_s
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -156,9 +160,7 @@ class FuturesModelClient:
             *inputs,
             parameters=parameters,
             headers=headers,
-            sequence_id=sequence_id,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
+            **_sequence_kwargs(sequence_id, sequence_start, sequence_end),
             **named_inputs,
         )
 
@@ -183,9 +185,7 @@ class FuturesModelClient:
             *inputs,
             parameters=parameters,
             headers=headers,
-            sequence_id=sequence_id,
-            sequence_start=sequence_start,
-            sequence_end=sequence_end,
+            **_sequence_kwargs(sequence_id, sequence_start, sequence_end),
             **named_inputs,
         )
 
@@ -219,7 +219,11 @@ class FuturesModelClient:
     def _submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> concurrent.futures.Future:
         if self._closed:
             raise self._closed_error()
-        if self._slots is not None and not self._slots.acquire(blocking=not self._non_blocking):
+        if self._slots is not None and not (
+            self._slots.acquire(blocking=False)
+            if self._non_blocking
+            else self._slots.acquire(timeout=self._queue_wait_s)
+        ):
             raise PyTritonClientQueueFullError(
                 f"the request queue of the client of model {self._client.model_name!r} is full",
                 model_name=self._client.model_name,
@@ -245,3 +249,10 @@ class FuturesModelClient:
             model_version=self._client.model_version,
             url=self._client.url,
         )
+
+
+def _sequence_kwargs(sequence_id: SequenceIdT, sequence_start: bool, sequence_end: bool) -> Dict[str, Any]:
+    """The sequence arguments to pass on: none for a request outside a sequence (calls read as PyTriton's)."""
+    if sequence_id is None and not sequence_start and not sequence_end:
+        return {}
+    return {"sequence_id": sequence_id, "sequence_start": sequence_start, "sequence_end": sequence_end}

@@ -80,7 +80,7 @@ class InferRequest:
 
     def infer_kwargs(self) -> Dict[str, Any]:
         """Keyword arguments of tritonclient's ``infer`` (HTTP and gRPC, sync and asyncio)."""
-        return {
+        kwargs = {
             "model_name": self.model_name,
             "model_version": self.model_version,
             "inputs": self.inputs,
@@ -88,10 +88,14 @@ class InferRequest:
             "request_id": self.request_id,
             "parameters": self.parameters,
             "headers": self.headers,
-            "sequence_id": 0 if self.sequence_id is None else self.sequence_id,  # tritonclient's "none"
-            "sequence_start": self.sequence_start,
-            "sequence_end": self.sequence_end,
         }
+        if self.sequence_id is not None or self.sequence_start or self.sequence_end:
+            kwargs.update(
+                sequence_id=0 if self.sequence_id is None else self.sequence_id,  # tritonclient's "none"
+                sequence_start=self.sequence_start,
+                sequence_end=self.sequence_end,
+            )
+        return kwargs
 
 
 def verify_inputs_args(inputs: Sequence[Any], named_inputs: Mapping[str, Any]) -> None:
@@ -101,10 +105,11 @@ def verify_inputs_args(inputs: Sequence[Any], named_inputs: Mapping[str, Any]) -
         PyTritonClientValueError: no inputs, or positional and named inputs mixed.
     """
     if not inputs and not named_inputs:
-        raise PyTritonClientValueError("no inputs given; pass numpy arrays positionally or by input name")
+        raise PyTritonClientValueError("Provide input data: no inputs given; pass numpy arrays positionally or by input name")
     if inputs and named_inputs:
         raise PyTritonClientValueError(
-            f"inputs given both positionally ({len(inputs)}) and by name ({', '.join(named_inputs)}); use one way"
+            "Use either positional either keyword method arguments convention: inputs given both positionally"
+            f" ({len(inputs)}) and by name ({', '.join(named_inputs)})"
         )
     for name, value in _labelled(inputs, named_inputs):
         if not isinstance(value, np.ndarray):

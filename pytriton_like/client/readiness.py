@@ -150,7 +150,14 @@ class ReadinessWaiter:
         clock: monotonic clock, replaceable in tests.
     """
 
-    def __init__(self, timeout_s: float, context: ErrorContext, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        timeout_s: float,
+        context: ErrorContext,
+        clock: Callable[[], float] = time.monotonic,
+        asyncio_words: bool = False,
+    ):
+        self._asyncio_words = asyncio_words  # PyTriton's asyncio clients word their timeouts otherwise
         self._timeout_s = timeout_s
         self._context = context
         self._clock = clock
@@ -247,20 +254,31 @@ class ReadinessWaiter:
         context = self._context
         attributes = context.attributes()
         waited = f"within {self._timeout_s:g} s"
+        # PyTriton's words first, so code matching them keeps working; then ours.
+        if self._asyncio_words:
+            model_timed_out = (
+                f"Timeout while waiting for model {context.model_name} to be ready (timeout={self._timeout_s:0.2f}): "
+            )
+        else:
+            model_timed_out = (
+                f"Waiting for model {context.model_name}/{context.model_version or '<latest>'} to be ready timed out: "
+            )
         if self._last is Readiness.MODEL_NOT_READY:
-            what = f"model {context.model_name!r} ({_version(context)}) at {context.url} was not ready {waited}"
+            what = f"{model_timed_out}model {context.model_name!r} ({_version(context)}) at {context.url} was not ready {waited}"
             if answer is not None and answer.entries is not None:
                 why = why_unavailable(answer.entries, context.model_name, context.model_version, context.url)
                 if why is not None:
                     return PyTritonClientModelUnavailableTimeoutError(
-                        f"{why}; waited {self._timeout_s:g} s for it", timeout_s=self._timeout_s, **attributes
+                        f"{model_timed_out}{why}; waited {self._timeout_s:g} s for it",
+                        timeout_s=self._timeout_s,
+                        **attributes,
                     )
                 state, _ = model_state_from_index(answer.entries, context.model_name, context.model_version)
                 what += f" (state {state.value})"
             elif answer is not None and answer.error is not None:
                 what += f"; {_index_unreadable(answer.error)}"
         else:
-            what = f"server at {context.url} was not ready {waited}"
+            what = f"Waiting for server to be ready timed out: server at {context.url} was not ready {waited}"
             if self._last_error is not None:
                 what += f"; last error: {self._last_error.message}"
         return PyTritonClientTimeoutError(what, timeout_s=self._timeout_s, **attributes)

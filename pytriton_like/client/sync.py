@@ -247,6 +247,10 @@ class ModelClient:
         """
         return cls(**existing_client._core.clone_kwargs())  # noqa: SLF001 - same class
 
+    def get_lib(self) -> Any:
+        """The tritonclient module this client uses: ``tritonclient.http`` or ``tritonclient.grpc`` (as PyTriton's)."""
+        return tritonclient.grpc if self._core.protocol is Protocol.GRPC else tritonclient.http
+
     @property
     def model_name(self) -> str:
         """Name of the model."""
@@ -459,6 +463,7 @@ class ModelClient:
             PyTritonClientInferenceServerError: the server or the model failed the request.
             PyTritonClientClosedError: the client is (or got) closed.
         """
+        self._core.check_open()  # before the input checks, as PyTriton
         call = CallArgs(
             inputs,
             named_inputs,
@@ -488,6 +493,7 @@ class ModelClient:
         Raises:
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
         """
+        self._core.check_open()  # before the input checks, as PyTriton
         call = CallArgs(
             inputs,
             named_inputs,
@@ -568,6 +574,16 @@ class ModelClient:
     def _control(self) -> Any:
         return self._connections.get(_CONTROL)
 
+    # PyTriton's names of its two tritonclient clients (code and tests that patch them keep working);
+    # here they are the calling thread's (HTTP) or the shared (gRPC) connections.
+    @property
+    def _general_client(self) -> Any:
+        return self._connections.get(_CONTROL)
+
+    @property
+    def _infer_client(self) -> Any:
+        return self._connections.get(_INFERENCE)
+
     def _repository_call(self, operation: str, method: str, kwargs: Dict[str, Any]) -> None:
         self._core.check_open()
         client = self._connections.get(_INFERENCE)  # loading takes long; the control client's timeout is short
@@ -621,7 +637,8 @@ class ModelClient:
             if not server_up:
                 return Readiness.SERVER_NOT_READY
             if check_model and not client.is_model_ready(
-                self._core.model_name, self._core.model_version or "", **kwargs
+                # the server answered just now: no call timeout here, as PyTriton
+                self._core.model_name, self._core.model_version or "", headers=kwargs.get("headers")
             ):
                 return Readiness.MODEL_NOT_READY
         return Readiness.READY

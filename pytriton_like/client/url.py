@@ -55,7 +55,7 @@ class TritonUrl:
                 than ``http``/``grpc``, has no host, a bad port, or a path, query or user.
         """
         if not isinstance(url, str):
-            raise PyTritonClientInvalidUrlError(f"url must be a string, got {type(url).__name__}: {url!r}")
+            raise PyTritonClientInvalidUrlError(f"Invalid url {url!r}: it must be a string, got {type(url).__name__}: {url!r}")
         text = url.strip()
         if "://" not in text:
             text = f"{Protocol.HTTP.value}://{text}"
@@ -63,22 +63,22 @@ class TritonUrl:
             parts = urllib.parse.urlsplit(text)
             port = parts.port
         except ValueError as exc:
-            raise PyTritonClientInvalidUrlError(f"invalid url {url!r}: {exc}", url=url) from exc
+            raise PyTritonClientInvalidUrlError(f"Invalid url {url!r}: {exc}", url=url) from exc
 
         try:
             protocol = Protocol(parts.scheme.lower())
         except ValueError:
             raise PyTritonClientInvalidUrlError(
-                f"invalid url {url!r}: scheme {parts.scheme!r} is not supported; use http:// or grpc://", url=url
+                f"Invalid url {url!r}: scheme {parts.scheme!r} is not supported; use http:// or grpc://", url=url
             ) from None
         if not parts.hostname:
-            raise PyTritonClientInvalidUrlError(f"invalid url {url!r}: no host", url=url)
+            raise PyTritonClientInvalidUrlError(f"Invalid url {url!r}: no host", url=url)
         if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
             raise PyTritonClientInvalidUrlError(
-                f"invalid url {url!r}: expected [scheme://]host[:port] with nothing after the port", url=url
+                f"Invalid url {url!r}: expected [scheme://]host[:port] with nothing after the port", url=url
             )
         if port == 0:
-            raise PyTritonClientInvalidUrlError(f"invalid url {url!r}: port 0 cannot be connected to", url=url)
+            raise PyTritonClientInvalidUrlError(f"Invalid url {url!r}: port 0 cannot be connected to", url=url)
         return cls(protocol=protocol, hostname=parts.hostname, port=port or _DEFAULT_PORTS[protocol])
 
     @property

@@ -1,6 +1,15 @@
 """Specs of a bound model: its tensors and how Triton schedules it."""
 
-from .common import DeviceKind, DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy, TimeoutAction
+from .common import (
+    DeviceKind,
+    DynamicBatcher,
+    ModelWarmup,
+    QueuePolicy,
+    SequenceBatcher,
+    SequenceStrategy,
+    TimeoutAction,
+    WarmupInput,
+)
 from .ensemble import EnsembleStep
 from .model_config import ModelConfig
 from .tensor import Tensor
@@ -10,9 +19,11 @@ __all__ = [
     "DynamicBatcher",
     "EnsembleStep",
     "ModelConfig",
+    "ModelWarmup",
     "QueuePolicy",
     "SequenceBatcher",
     "SequenceStrategy",
     "Tensor",
     "TimeoutAction",
+    "WarmupInput",
 ]

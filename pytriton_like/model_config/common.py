@@ -2,11 +2,20 @@
 
 import dataclasses
 import enum
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from ..exceptions import PyTritonValidationError
 
-__all__ = ["DeviceKind", "TimeoutAction", "QueuePolicy", "DynamicBatcher", "SequenceStrategy", "SequenceBatcher"]
+__all__ = [
+    "DeviceKind",
+    "TimeoutAction",
+    "QueuePolicy",
+    "DynamicBatcher",
+    "SequenceStrategy",
+    "SequenceBatcher",
+    "WarmupInput",
+    "ModelWarmup",
+]
 
 
 class DeviceKind(enum.Enum):
@@ -41,9 +50,12 @@ class QueuePolicy:
     max_queue_size: int = 0
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class DynamicBatcher:
     """Triton's dynamic batcher settings (``dynamic_batching`` in config.pbtxt).
+
+    Mutable, as PyTriton's (code adjusts ``preferred_batch_size`` of a config it holds); a model
+    takes a copy when it is bound, so changing a batcher later changes no bound model.
 
     Args:
         max_queue_delay_microseconds: how long a request may wait for others to join its batch.
@@ -137,3 +149,40 @@ class SequenceBatcher:
             raise PyTritonValidationError(
                 f"SequenceBatcher: minimum_slot_utilization must be within 0..1, got {self.minimum_slot_utilization}"
             )
+
+
+@dataclasses.dataclass
+class WarmupInput:
+    """One input of a warm-up request (Triton's ``ModelWarmup.Input``), as PyTriton's.
+
+    Args:
+        dtype: numpy dtype of the input (``np.float32``, ``np.bytes_``...).
+        shape: shape of one sample, without the batch axis.
+        zero_data: send zeros (for strings: empty strings).
+        random_data: send random values.
+        input_data_file: send the contents of this file (path relative to the model's
+            ``warmup`` folder, as Triton reads it).
+    """
+
+    dtype: Any
+    shape: Sequence[int]
+    zero_data: Optional[bool] = False
+    random_data: Optional[bool] = False
+    input_data_file: Optional[str] = None
+
+
+@dataclasses.dataclass
+class ModelWarmup:
+    """A warm-up request Triton sends the model before it reports it ready (Triton's ``ModelWarmup``).
+
+    Args:
+        name: a name for the warm-up, shown in Triton's log.
+        batch_size: batch size of the warm-up request (1 for a model without batching).
+        inputs: every input of the model, by name.
+        count: how many times the request is sent.
+    """
+
+    name: str
+    batch_size: int
+    inputs: Dict[str, WarmupInput]
+    count: int

@@ -5,22 +5,23 @@ tritonclient ships) printed in protobuf's text format, so every name, escape and
 the one tritonserver parses.
 """
 
+import pathlib
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Union
 
 import numpy as np
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from ..exceptions import PyTritonValidationError
-from ..relay.backend import BACKEND_NAME
-from .common import DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy
-from .triton_model_config import TensorSpec, TritonModelConfig
+from ..exceptions import PyTritonBadParameterError, PyTritonValidationError
+from .common import DynamicBatcher, ModelWarmup, QueuePolicy, SequenceBatcher, SequenceStrategy
+from .triton_model_config import BOUND_MODEL_BACKEND, TensorSpec, TritonModelConfig, response_cache_enabled
 
 if TYPE_CHECKING:  # ensemble.py validates with this module's functions
     from .ensemble import EnsembleConfig
 
 __all__ = [
+    "ModelConfigGenerator",
     "render_config",
     "render_ensemble_config",
     "BOUND_MODEL_BACKEND",
@@ -51,8 +52,6 @@ _TRITON_TO_NUMPY = {
     triton: dtype for dtype, triton in _NUMPY_TO_TRITON.items() if dtype not in (np.str_, np.object_, object)
 } | {"BYTES": np.bytes_}
 
-# The Triton backend that serves a bound model: the relay's, in C.
-BOUND_MODEL_BACKEND = BACKEND_NAME  # the relay's backend (native/, pytriton_like/relay/backend.py)
 
 # Triton's own rule for model names is "a valid directory name"; we also keep them URL-safe.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -89,10 +88,6 @@ def validate_config(config: TritonModelConfig) -> None:
         raise PyTritonValidationError(
             f"{where}: max_batch_size must be 1 or more when batching is on, got {config.max_batch_size}"
         )
-    if not config.inputs:
-        raise PyTritonValidationError(f"{where}: a model needs at least one input")
-    if not config.outputs:
-        raise PyTritonValidationError(f"{where}: a model needs at least one output")
     for kind, specs in (("input", config.inputs), ("output", config.outputs)):
         seen = set()
         for spec in specs:
@@ -101,12 +96,26 @@ def validate_config(config: TritonModelConfig) -> None:
             seen.add(spec.name)
             _validate_tensor(where, kind, spec)
     _validate_batcher(where, config)
-    if config.response_cache and config.decoupled:
+    if response_cache_enabled(config) and config.decoupled:
         raise PyTritonValidationError(
             f"{where}: Triton's response cache does not support decoupled models; "
             "use response_cache=True or decoupled=True, not both"
         )
     _validate_sequence_batcher(where, config)
+    _validate_warmup(where, config)
+
+
+def _validate_warmup(where: str, config: TritonModelConfig) -> None:
+    for warmup in config.model_warmup or ():
+        if not isinstance(warmup, ModelWarmup):
+            raise PyTritonValidationError(f"{where}: model_warmup takes ModelWarmup items, got {warmup!r}")
+
+
+def _scalar_type(dtype):
+    """np.float32 for np.float32, np.dtype("float32") or "float32"; object and bytes as Triton's STRING."""
+    if dtype in (object, bytes, np.object_, np.bytes_):
+        return np.bytes_
+    return dtype if isinstance(dtype, type) and issubclass(dtype, np.generic) else np.dtype(dtype).type
 
 
 def _validate_tensor(where: str, kind: str, spec: TensorSpec) -> None:
@@ -156,7 +165,7 @@ def _validate_sequence_batcher(where: str, config: TritonModelConfig) -> None:
             f"{where}: a sequence batcher cannot serve a decoupled model here: its batches stream concurrently,"
             " so a sequence's requests could overtake each other"
         )
-    if config.response_cache:
+    if response_cache_enabled(config):
         raise PyTritonValidationError(
             f"{where}: a stateful model cannot use the response cache: its answers depend on the sequence's state"
         )
@@ -195,10 +204,11 @@ def render_config(config: TritonModelConfig, versions: Optional[Iterable[int]] =
     message.instance_group.add(kind=model_config_pb2.ModelInstanceGroup.KIND_CPU, count=config.instance_count)
     if config.decoupled:
         message.model_transaction_policy.decoupled = True
-    if config.response_cache:
+    if response_cache_enabled(config):
         message.response_cache.enable = True
     for key, value in config.backend_parameters.items():
         message.parameters[key].string_value = str(value)
+    # model_warmup stays out: the callables are warmed up in the user's process (models/warmup.py), as PyTriton
     return _text(message)
 
 
@@ -276,3 +286,102 @@ def render_ensemble_config(config: "EnsembleConfig") -> str:
             output_map=step.output_map,
         )
     return _text(message)
+
+
+class ModelConfigGenerator:
+    """A model config in the JSON shape of Triton's model-config API (PyTriton's generator).
+
+    Example:
+        >>> ModelConfigGenerator(TritonModelConfig(model_name="m", batching=False)).get_config()
+        {'name': 'm', 'backend': 'python', 'max_batch_size': 0}
+    """
+
+    def __init__(self, config: TritonModelConfig):
+        self._config = config
+
+    def get_config(self) -> Dict[str, Any]:
+        """The configuration as a dict, as ``ModelClient.get_model_config()`` reads it back."""
+        config = self._config
+        out: Dict[str, Any] = {"name": config.model_name, "backend": config.backend}
+        out["max_batch_size"] = config.max_batch_size if config.batching else 0
+        if config.batching and config.max_batch_size < 1:
+            raise PyTritonBadParameterError("The `max_batch_size` must be greater or equal to 1.")
+        if config.batching and isinstance(config.batcher, DynamicBatcher):
+            out["dynamic_batching"] = _batcher_dict(config.batcher)
+        if config.inputs:
+            out["input"] = [_tensor_dict(spec) for spec in config.inputs]
+        if config.outputs:
+            optional = [spec.name for spec in config.outputs if spec.optional]
+            if optional:
+                raise PyTritonBadParameterError(
+                    f"Optional flag for outputs is not supported. Outputs marked as optional: {', '.join(optional)}."
+                )
+            out["output"] = [_tensor_dict(spec) for spec in config.outputs]
+        if config.instance_group:
+            out["instance_group"] = [{"count": count, "kind": kind.value} for kind, count in config.instance_group.items()]
+        if config.decoupled:
+            out["model_transaction_policy"] = {"decoupled": True}
+        if config.backend_parameters:
+            out["parameters"] = {key: {"string_value": str(value)} for key, value in config.backend_parameters.items()}
+        if config.response_cache is not None:
+            out["response_cache"] = {"enable": response_cache_enabled(config)}
+        if config.model_warmup:
+            out["model_warmup"] = [_warmup_dict(warmup) for warmup in config.model_warmup]
+        return out
+
+    def to_file(self, config_path: Union[str, pathlib.Path]) -> str:
+        """Writes config.pbtxt to ``config_path`` (folders created); returns its text."""
+        text = render_config(self._config)
+        path = pathlib.Path(config_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return text
+
+
+def _tensor_dict(spec: TensorSpec) -> Dict[str, Any]:
+    item = {"name": spec.name, "dims": list(spec.shape), "data_type": f"TYPE_{dtype_to_triton(_scalar_type(spec.dtype))}"}
+    if spec.optional:
+        item["optional"] = True
+    return item
+
+
+def _policy_dict(policy: QueuePolicy) -> Dict[str, Any]:
+    return {
+        "timeoutAction": policy.timeout_action.value,
+        "defaultTimeoutMicroseconds": int(policy.default_timeout_microseconds),
+        "allowTimeoutOverride": policy.allow_timeout_override,
+        "maxQueueSize": int(policy.max_queue_size),
+    }
+
+
+def _batcher_dict(batcher: DynamicBatcher) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    if batcher.max_queue_delay_microseconds > 0:
+        out["maxQueueDelayMicroseconds"] = int(batcher.max_queue_delay_microseconds)
+    if batcher.preferred_batch_size:
+        out["preferredBatchSize"] = [int(size) for size in batcher.preferred_batch_size]
+    if batcher.preserve_ordering:
+        out["preserveOrdering"] = True
+    if batcher.priority_levels:
+        out["priorityLevels"] = batcher.priority_levels
+    if batcher.default_priority_level:
+        out["defaultPriorityLevel"] = batcher.default_priority_level
+    if batcher.default_queue_policy:
+        out["defaultQueuePolicy"] = _policy_dict(batcher.default_queue_policy)
+    if batcher.priority_queue_policy:
+        out["priorityQueuePolicy"] = {level: _policy_dict(p) for level, p in batcher.priority_queue_policy.items()}
+    return out
+
+
+def _warmup_dict(warmup: ModelWarmup) -> Dict[str, Any]:
+    inputs = {}
+    for name, item in warmup.inputs.items():
+        entry: Dict[str, Any] = {"data_type": f"TYPE_{dtype_to_triton(_scalar_type(item.dtype))}", "dims": list(item.shape)}
+        if item.zero_data:
+            entry["zero_data"] = True
+        elif item.random_data:
+            entry["random_data"] = True
+        elif item.input_data_file:
+            entry["input_data_file"] = item.input_data_file
+        inputs[name] = entry
+    return {"name": warmup.name, "batch_size": warmup.batch_size, "inputs": inputs, "count": warmup.count}

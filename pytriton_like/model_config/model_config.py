@@ -1,17 +1,20 @@
 """``ModelConfig``: how Triton schedules a bound model."""
 
 import dataclasses
-from typing import Optional
+from typing import List, Optional
 
 from ..exceptions import PyTritonValidationError
-from .common import DynamicBatcher, SequenceBatcher
+from .common import DynamicBatcher, ModelWarmup, SequenceBatcher
 
 __all__ = ["ModelConfig"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class ModelConfig:
     """Scheduling options of a bound model.
+
+    Mutable, as PyTriton's (code sets ``config.model_warmup = ...`` on one it made); ``bind()``
+    takes what it needs, so changing a config later changes no bound model.
 
     Args:
         batching: whether the model takes a batch axis (the first dimension of every tensor).
@@ -20,6 +23,8 @@ class ModelConfig:
         response_cache: serve repeated identical requests from Triton's response cache
             (needs a cache configured in ``TritonConfig``).
         decoupled: the callable may send zero, one or many responses per request (streaming; gRPC).
+        model_warmup: requests Triton sends the callable when the model loads, before it reports
+            the model ready (see docs/warmup.md).
         sequence_batcher: serve a stateful model: Triton's sequence batcher replaces the dynamic
             batcher and routes each sequence's requests to one instance, in order
             (see docs/stateful_models.md). Leave ``batcher`` at its default then.
@@ -30,6 +35,7 @@ class ModelConfig:
     batcher: DynamicBatcher = dataclasses.field(default_factory=DynamicBatcher)
     response_cache: bool = False
     decoupled: bool = False
+    model_warmup: Optional[List[ModelWarmup]] = None
     sequence_batcher: Optional[SequenceBatcher] = None
 
     def __post_init__(self):

@@ -40,10 +40,6 @@ def parse_config_text(name: str, text: str, path: Any) -> Any:
     Raises:
         PyTritonModelConfigError: as :func:`parse_config_file`.
     """
-    # Imported here: tritonclient.grpc loads grpc, which serving bound models alone does not need.
-    from google.protobuf import text_format  # noqa: PLC0415
-    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
-
     config = model_config_pb2.ModelConfig()
     try:
         text_format.Parse(text, config)

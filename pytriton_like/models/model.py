@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
 from ..relay.transport import UNIX_SCHEME
+from ..tracing import traced
 from ..worker.handling import BatchHandler
 from ..worker.outputs import OutputChecker
 from ..worker.strategy import Worker, start_worker
 from .repository import remove_version_entry, write_version_entry
+from .warmup import warm_up
 
 if TYPE_CHECKING:
     from .loopback import LoopbackClients
@@ -31,9 +33,17 @@ class Model:
         tag: short unique name of this binding, used for socket and shared-memory names.
     """
 
-    def __init__(self, config: TritonModelConfig, infer_funcs: Sequence[Callable], strict: bool, tag: str):
+    def __init__(
+        self,
+        config: TritonModelConfig,
+        infer_funcs: Sequence[Callable],
+        strict: bool,
+        tag: str,
+        tracer: Optional[Any] = None,
+    ):
         self.config = config
         self.strict = strict
+        self._tracer = tracer  # OpenTelemetry spans around each call (tracing.py), or None
         self._infer_funcs = list(infer_funcs)
         self._tag = tag
         self._workers: List[Worker] = []
@@ -71,7 +81,11 @@ class Model:
         handler = BatchHandler(self.name, checker, on_unrecoverable)
         paths = [str(sockets / f"{self._tag}-{index}") for index in range(len(self._infer_funcs))]
         for infer_func, path in zip(self._infer_funcs, paths):
-            attach_triton_context(infer_func, TritonContext(model_config=self.config, loopback=loopback))
+            context = TritonContext(model_config=self.config, loopback=loopback)
+            context.model_configs[infer_func] = self.config
+            attach_triton_context(infer_func, context)
+            if self._tracer is not None:
+                infer_func = traced(infer_func, self._tracer, self.name, self.version)
             self._workers.append(
                 start_worker(
                     infer_func=infer_func,
@@ -93,10 +107,16 @@ class Model:
             "handshake_timeout_ms": _HANDSHAKE_TIMEOUT_S * 1000,
         }
         write_version_entry(repository, self.config, settings, paths)
+        if self.config.model_warmup:  # before Triton loads it, as PyTriton
+            warm_up(self.name, self._infer_funcs, self.config.model_warmup)
 
     @property
     def version(self) -> int:
         return self.config.model_version
+
+    def is_alive(self) -> bool:
+        """Whether its workers run (set up and not torn down)."""
+        return bool(self._workers)
 
     def busy(self) -> bool:
         """Whether any of its workers is handling a batch."""
@@ -115,3 +135,13 @@ def usable_spin_us(spin_us: int, instances: int) -> int:
     have a CPU of their own, else 0. Spinning pays only when a CPU would otherwise be idle; two
     instances on two cores were slower with it (docs/performance.md)."""
     return spin_us if 2 * instances <= len(os.sched_getaffinity(0)) else 0
+
+
+def _inject_triton_context(triton_context: TritonContext, model_callable: Callable) -> Callable:
+    """Attach ``triton_context`` to ``model_callable``, under the name PyTriton's tests use.
+
+    Users call :func:`pytriton_like.decorators.attach_triton_context`; this keeps PyTriton's
+    private helper working for code that unit-tests callables with it.
+    """
+    attach_triton_context(model_callable, triton_context)
+    return model_callable

@@ -3,8 +3,9 @@
 Stdlib and numpy only.
 """
 
+import contextlib
 import dataclasses
-from typing import Any, Dict, Iterator, List, MutableMapping, Optional, Union
+from typing import Any, ContextManager, Dict, Iterator, List, MutableMapping, Optional, Union
 
 import numpy as np
 
@@ -23,6 +24,7 @@ class Request(MutableMapping):
             sequence this request belongs to; ``None`` for other models.
         sequence_start: the request is the first of its sequence.
         sequence_end: the request is the last of its sequence.
+        span: the OpenTelemetry span of the request while tracing is on (docs/tracing.md), else None.
 
     Arrays in ``data`` may be views of the relay's shared memory: they are valid during the call;
     copy what you keep after returning.
@@ -34,6 +36,21 @@ class Request(MutableMapping):
     sequence_id: Optional[Union[int, str]] = None
     sequence_start: bool = False
     sequence_end: bool = False
+    span: Optional[Any] = dataclasses.field(default=None, repr=False, compare=False)
+
+    # Set with ``span`` by pytriton_like.tracing: opens a child span of it.
+    _span_opener = None
+
+    def traced_span(self, span_name: str, **kwargs: Any) -> ContextManager[Any]:
+        """A child span of this request's span named ``span_name`` (a no-op while tracing is off).
+
+        Example:
+            >>> with request.traced_span("preprocess"):  # doctest: +SKIP
+            ...     tokens = tokenize(request["text"])
+        """
+        if self._span_opener is None:
+            return contextlib.nullcontext()
+        return self._span_opener(span_name, **kwargs)
 
     def __getitem__(self, input_name: str) -> np.ndarray:
         return self.data[input_name]

@@ -18,6 +18,8 @@ ENV_PREFIX = "PYTRITON_TRITON_CONFIG_"
 DEFAULT_HTTP_PORT = 8000
 DEFAULT_GRPC_PORT = 8001
 DEFAULT_METRICS_PORT = 8002
+DEFAULT_SAGEMAKER_PORT = 8080  # tritonserver's defaults
+DEFAULT_VERTEX_AI_PORT = 8080
 # How long the relay polls for the answer it expects before it sleeps (TritonConfig.relay_spin_us):
 # off by default, since on a machine whose CPUs are busy polling costs more than it saves
 # (docs/performance.md).
@@ -57,9 +59,15 @@ class TritonConfig:
         grpc_infer_allocation_pool_size / grpc_use_ssl / grpc_use_ssl_mutual / grpc_server_cert /
         grpc_server_key / grpc_root_cert / grpc_infer_response_compression_level /
         grpc_keepalive_time / grpc_keepalive_timeout / grpc_keepalive_permit_without_calls /
-        grpc_restricted_protocol: the gRPC endpoint (default port 8001).
+        grpc_http2_max_pings_without_data / grpc_http2_min_recv_ping_interval_without_data /
+        grpc_http2_max_ping_strikes / grpc_restricted_protocol: the gRPC endpoint (default port 8001).
         allow_metrics / allow_gpu_metrics / allow_cpu_metrics / metrics_interval_ms / metrics_port /
         metrics_address / metrics_config: the Prometheus metrics endpoint (default port 8002).
+        allow_sagemaker / sagemaker_port / sagemaker_safe_port_range / sagemaker_thread_count:
+            Triton's Amazon SageMaker endpoint (``/ping``, ``/invocations``; default port 8080).
+        allow_vertex_ai / vertex_ai_port / vertex_ai_thread_count / vertex_ai_default_model:
+            Triton's Google Vertex AI endpoint (default port 8080; Triton reads the routes from
+            ``AIP_PREDICT_ROUTE`` and ``AIP_HEALTH_ROUTE``). See docs/lifecycle_policy.md.
         trace_config: trace settings (``<setting>=<value>``, repeated).
         cache_config: response cache settings, e.g. ``["local,size=1048576"]``.
         cache_directory: folder of cache implementations (default: the bundled one).
@@ -102,8 +110,8 @@ class TritonConfig:
             See docs/deployment.md.
     """
 
-    id: Optional[str] = None
     model_repository: Optional[Union[pathlib.Path, str]] = None
+    id: Optional[str] = None
     log_verbose: Optional[int] = None
     log_file: Optional[pathlib.Path] = None
     exit_timeout_secs: Optional[int] = None
@@ -129,6 +137,9 @@ class TritonConfig:
     grpc_keepalive_time: Optional[int] = None
     grpc_keepalive_timeout: Optional[int] = None
     grpc_keepalive_permit_without_calls: Optional[bool] = None
+    grpc_http2_max_pings_without_data: Optional[int] = None
+    grpc_http2_min_recv_ping_interval_without_data: Optional[int] = None
+    grpc_http2_max_ping_strikes: Optional[int] = None
     grpc_restricted_protocol: Optional[str] = None
     allow_metrics: Optional[bool] = None
     allow_gpu_metrics: Optional[bool] = None
@@ -136,6 +147,14 @@ class TritonConfig:
     metrics_interval_ms: Optional[int] = None
     metrics_port: Optional[int] = None
     metrics_address: Optional[str] = None
+    allow_sagemaker: Optional[bool] = None
+    sagemaker_port: Optional[int] = None
+    sagemaker_safe_port_range: Optional[str] = None
+    sagemaker_thread_count: Optional[int] = None
+    allow_vertex_ai: Optional[bool] = None
+    vertex_ai_port: Optional[int] = None
+    vertex_ai_thread_count: Optional[int] = None
+    vertex_ai_default_model: Optional[str] = None
     metrics_config: Optional[List[str]] = None
     trace_config: Optional[List[str]] = None
     cache_config: Optional[List[str]] = None
@@ -153,7 +172,7 @@ class TritonConfig:
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
             raise PyTritonValidationError("TritonConfig: allow at least one of the HTTP and gRPC endpoints")
-        for field in ("http_port", "grpc_port", "metrics_port"):
+        for field in ("http_port", "grpc_port", "metrics_port", "sagemaker_port", "vertex_ai_port"):
             port = getattr(self, field)
             if port is not None and not 0 < port < 65536:
                 raise PyTritonValidationError(f"TritonConfig: {field} must be within 1..65535, got {port}")
@@ -189,8 +208,29 @@ class TritonConfig:
         return DEFAULT_DRAIN_SECS if self.drain_secs is None else self.drain_secs
 
     @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> "TritonConfig":
+        """A config from a dict of field values, as PyTriton's: strings are converted to the field
+        types (``"8000"`` -> 8000, ``"false"`` -> False; a list field takes a list, or one string
+        as one item); names that are no field are logged at WARNING and ignored.
+
+        Raises:
+            PyTritonValidationError: a value that does not convert to its field's type.
+        """
+        types = _field_types()
+        unknown = [name for name in config if name not in types]
+        for name in unknown:
+            logger.warning(
+                "Ignoring %s=%s as could not find matching config field. Available fields: %s",
+                name, config[name], ", ".join(types),
+            )
+        return cls(**{name: _cast(name, types[name], value) for name, value in config.items() if name in types})
+
+    @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
-        """A config from ``PYTRITON_TRITON_CONFIG_*`` variables, values converted to the field types."""
+        """A config from ``PYTRITON_TRITON_CONFIG_*`` variables, values converted to the field types.
+
+        A variable that names no field is logged at WARNING and ignored (as PyTriton does).
+        """
         return cls(**_env_values(os.environ if environ is None else environ))
 
     def with_env(self, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
@@ -212,6 +252,10 @@ class TritonConfig:
             ports["gRPC"] = self.grpc_port or DEFAULT_GRPC_PORT
         if self.allow_metrics is not False:
             ports["metrics"] = self.metrics_port or DEFAULT_METRICS_PORT
+        if self.allow_sagemaker:
+            ports["SageMaker"] = self.sagemaker_port or DEFAULT_SAGEMAKER_PORT
+        if self.allow_vertex_ai:
+            ports["Vertex AI"] = self.vertex_ai_port or DEFAULT_VERTEX_AI_PORT
         return ports
 
 
@@ -273,6 +317,21 @@ def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
     for key, indexed in items.items():
         values[key] = [indexed[index] for index in sorted(indexed)]
     return values
+
+
+def _cast(name: str, kind: Any, value: Any) -> Any:
+    """A from_dict value as its field's type: strings are parsed as the environment's are."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _convert(name, kind, value)
+    if typing.get_origin(kind) is list:
+        return list(value)
+    if kind is pathlib.Path:
+        return pathlib.Path(value)
+    if kind in (int, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return kind(value)
+    return value
 
 
 def _convert(variable: str, kind: Any, text: str) -> Any:

@@ -104,6 +104,10 @@ class ServerProcess:
     def pid(self) -> Optional[int]:
         return self._process.pid if self._process else None
 
+    def is_alive(self) -> bool:
+        """Whether the process was started and has not exited."""
+        return self._process is not None and self.returncode is None
+
     def add_exit_listener(self, callback) -> None:
         """Call ``callback(returncode)`` from the watcher thread when the process exits."""
         self._exit_listeners.append(callback)

@@ -64,11 +64,7 @@ class TritonSecurityConfig:
     def __post_init__(self):
         endpoints = self.restricted_endpoints
         endpoints = list(DEFAULT_RESTRICTED_ENDPOINTS) if endpoints is None else list(endpoints)
-        unknown = sorted(set(endpoints) - VALID_ENDPOINTS)
-        if unknown:
-            raise PyTritonValidationError(
-                f"Invalid endpoint names: {', '.join(unknown)}. Valid endpoints are: {', '.join(sorted(VALID_ENDPOINTS))}"
-            )
+        self._validate_endpoint_names(endpoints)
         object.__setattr__(self, "restricted_endpoints", list(dict.fromkeys(endpoints)))
         token = self.access_token
         if token is None and endpoints:
@@ -79,6 +75,15 @@ class TritonSecurityConfig:
                     "TritonSecurityConfig: access_token must be a non-empty string without ',', ':', '=' or"
                     f" whitespace (it travels in Triton's '<apis>:<header>=<token>' flag), got {token!r}"
                 )
+
+    @staticmethod
+    def _validate_endpoint_names(endpoints: List[str]) -> None:
+        """Raise PyTritonValidationError naming the endpoints Triton does not know (PyTriton's check)."""
+        unknown = sorted(set(endpoints) - VALID_ENDPOINTS)
+        if unknown:
+            raise PyTritonValidationError(
+                f"Invalid endpoint names: {', '.join(unknown)}. Valid endpoints are: {', '.join(sorted(VALID_ENDPOINTS))}"
+            )
 
     @property
     def restricted(self) -> bool:

@@ -145,3 +145,25 @@ def test_deployment_service_reports_ready_answers_and_exports_the_queue_metrics(
     for metric in ("nv_inference_pending_request_count", "nv_inference_queue_duration_us", "nv_inference_request_success"):
         assert output.count(f"] {metric}: present\n") == 2, metric
     assert "server stopped (exit code 0)" in output
+
+
+def test_remote_mode_binds_from_another_process():
+    output = run_example(EXAMPLES / "run.py", "remote_mode")
+    assert output.count("] TimesTen (bound from this process): y = [10.0, 20.0]") == 2
+    assert output.count("] Local (the server's own): y = [2.0, 3.0]") == 2
+    assert output.count("] TimesTen ready after RemoteTriton closed: False") == 2
+    assert "server stopped (exit code 0)" in output
+
+
+def test_warmup_runs_before_the_first_request():
+    output = run_example(EXAMPLES / "run.py", "warmup")
+    assert output.count("] y = [3.0, 6.0]") == 2
+    assert "] batches the callable saw before this request: 2" in output  # the two warm-up batches
+
+
+def test_tracing_prints_the_request_span_and_its_children():
+    output = run_example(EXAMPLES / "run.py", "tracing")
+    assert output.count("] words: 3") == 2
+    assert output.count("span proxy_inference_callable ") == 2
+    assert output.count("span tokenize ") == 2 and output.count("span count ") == 2
+    assert "server stopped (exit code 0)" in output

@@ -78,9 +78,9 @@ def test_poll_mode_loads_added_and_changed_models_and_unloads_removed_ones(tmp_p
 def test_a_broken_config_at_start_names_model_file_and_line(tmp_path):
     write_model(tmp_path, "Good", factor=1)
     write_model(tmp_path, "Broken", factor=1, config='backend: "python"\nmax_batch_size: [ 8 ]\n')
-    with Triton(config=free_config(), model_repository=tmp_path) as triton:
-        with pytest.raises(PyTritonModelConfigError) as raised:
-            triton.run()
+    with pytest.raises(PyTritonModelConfigError) as raised:
+        with Triton(config=free_config(), model_repository=tmp_path):  # the server starts here
+            pass
     error = raised.value
     assert (error.model_name, error.line) == ("Broken", 2)
     assert error.path == tmp_path / "Broken" / "config.pbtxt"
@@ -93,8 +93,8 @@ def test_name_clashes_and_unknown_startup_models_are_refused_before_start(tmp_pa
         with pytest.raises(PyTritonInvalidOperationError, match="has a model of that name"):
             triton.bind("Mul", multiply(2), FLOAT_IN, FLOAT_OUT)
     config = TritonConfig(model_control_mode="explicit", load_model=["Nope"])
-    with Triton(config=config, model_repository=tmp_path) as triton:
-        with pytest.raises(PyTritonValidationError, match=r"load_model names models that are not in .*: Nope \(it has"):
-            triton.run()
+    with pytest.raises(PyTritonValidationError, match=r"load_model names models that are not in .*: Nope \(it has"):
+        with Triton(config=config, model_repository=tmp_path):  # checked when the server starts, here
+            pass
     with pytest.raises(PyTritonValidationError, match="is not a folder"):
         Triton(model_repository=tmp_path / "missing")

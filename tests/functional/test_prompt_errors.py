@@ -72,7 +72,7 @@ def test_a_mistyped_model_is_told_at_once_and_the_error_lists_the_models(server,
                 client.infer_batch(ONES, ONES)
     assert isinstance(raised.value, PyTritonClientModelUnavailableError)  # and what the index told
     told = f"model 'AddSum' is not in the repository of the server at {url} (did you mean 'AddSub'?); {MODELS}"
-    assert raised.value.message == f"{told}; waited 3 s for it"
+    assert raised.value.message == f"Waiting for model AddSum/<latest> to be ready timed out: {told}; waited 3 s for it"
     (warning,) = warnings_of(caplog)  # at once, not again within 10 s
     assert re.fullmatch(
         re.escape(told) + r"; waiting up to \d s more for it \(timeout 3 s, in case it is bound or loaded meanwhile\)",

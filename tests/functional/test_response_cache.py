@@ -58,14 +58,14 @@ def test_repeated_request_is_answered_from_the_cache(server, protocol):
 
 
 def test_response_cache_without_a_cache_configured_is_an_error():
-    with Triton(config=TritonConfig()) as triton:
+    with Triton(config=free_config()) as triton:
         with pytest.raises(PyTritonValidationError, match=r"response_cache=True needs a cache in TritonConfig"):
             triton.bind(model_name="Cached", infer_func=CountingDouble(), inputs=FLOAT_IN, outputs=FLOAT_OUT,
                         config=ModelConfig(response_cache=True))
 
 
 def test_response_cache_of_a_decoupled_model_is_an_error():
-    with Triton(config=TritonConfig(cache_config=["local,size=1048576"])) as triton:
+    with Triton(config=free_config(cache_config=["local,size=1048576"])) as triton:
         with pytest.raises(PyTritonValidationError, match=r"response cache does not support decoupled models"):
             triton.bind(model_name="Cached", infer_func=CountingDouble(), inputs=FLOAT_IN, outputs=FLOAT_OUT,
                         config=ModelConfig(response_cache=True, decoupled=True))

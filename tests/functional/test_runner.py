@@ -124,7 +124,7 @@ def test_async_run(runner):
     async def main():
         async with TritonRunner(runner.url, init_timeout_s=30) as arunner:
             results = await asyncio.gather(arunner.AddSub.async_run(A, B), arunner.AddSub.async_run(a=B, b=A))
-            with pytest.raises(PyTritonClientValueError, match="use one way"):
+            with pytest.raises(PyTritonClientValueError, match="Use either positional either keyword method arguments convention"):
                 await arunner.AddSub.async_run(A, b=B)
             return results
 

@@ -116,21 +116,22 @@ def test_poll_mode_picks_up_models_added_changed_and_removed(s3):
 
 def test_a_broken_config_in_s3_is_named_before_the_server_starts(s3):
     s3.put_model("Broken", 1.0, config='name: "Broken"\nbackend: "python"\nnme: "x"\n')
-    with Triton(config=free_config(), model_repository=s3.url()) as triton:
-        with pytest.raises(PyTritonModelConfigError, match=r"model 'Broken': s3://.*/Broken/config.pbtxt, line 3"):
-            triton.run()
+    # entering the with block starts the server (as in PyTriton)
+    with pytest.raises(PyTritonModelConfigError, match=r"model 'Broken': s3://.*/Broken/config.pbtxt, line 3"):
+        with Triton(config=free_config(), model_repository=s3.url()):
+            pass
 
 
 def test_an_unreachable_repository_fails_the_start_naming_the_url_and_the_reason(s3):
     closed = free_port()
     url = f"s3://127.0.0.1:{closed}/{BUCKET}/repository"
-    with Triton(config=free_config(), model_repository=url) as triton:
-        with pytest.raises(PyTritonServerError, match=rf"cannot read model repository {url}: .*Could not connect"):
-            triton.run()
+    with pytest.raises(PyTritonServerError, match=rf"cannot read model repository {url}: .*Could not connect"):
+        with Triton(config=free_config(), model_repository=url):
+            pass
     missing = s3.url().replace(f"/{BUCKET}/", "/no-such-bucket/")
-    with Triton(config=free_config(), model_repository=missing) as triton:
-        with pytest.raises(PyTritonServerError, match=rf"cannot read model repository {missing}: NoSuchBucket"):
-            triton.run()
+    with pytest.raises(PyTritonServerError, match=rf"cannot read model repository {missing}: NoSuchBucket"):
+        with Triton(config=free_config(), model_repository=missing):
+            pass
 
 
 def test_malformed_s3_urls_are_refused_at_once():

@@ -27,7 +27,7 @@ from pytriton_like.decorators import (
     sample,
     triton_context,
 )
-from pytriton_like.exceptions import PyTritonBadParameterError, PyTritonValidationError
+from pytriton_like.exceptions import PyTritonBadParameterError, PyTritonRuntimeError, PyTritonValidationError
 from pytriton_like.model_config.common import DynamicBatcher
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton_like.proxy.types import Request
@@ -75,6 +75,8 @@ def test_exported_names():
         "InferenceResult",
         "InferenceResults",
         "InputNames",
+        "ModelConfigDict",
+        "TRITON_CONTEXT_FIELD_NAME",
         "TritonContext",
         "attach_triton_context",
         "batch",
@@ -539,7 +541,7 @@ def test_group_by_values_on_bytes_and_several_keys():
     beam = col(1, 1, 2, 1, dtype=np.int32)
     text = np.array([[b"a"], [b"b"], [b"c"], [b"d"]], dtype=object)
     result = infer(text=text, lang=lang, beam=beam)
-    assert calls == [(b"en", 1, 2), (b"de", 1, 1), (b"en", 2, 1)]
+    assert calls == [(b"de", 1, 1), (b"en", 1, 2), (b"en", 2, 1)]  # in the order of the values, as PyTriton
     np.testing.assert_array_equal(result["echo"], text)
 
 
@@ -779,10 +781,10 @@ def test_fill_optionals_request_without_inputs_gets_batch_of_one():
 @pytest.mark.parametrize(
     "defaults, message",
     [
-        ({"nope": np.array([1.0], np.float32)}, r"'nope' is not an input \(inputs: \['t', 'x'\]\)"),
-        ({"t": np.array([1.0], np.float64)}, r"'t' has dtype float64, the input float32"),
-        ({"t": np.array([1.0, 2.0], np.float32)}, r"'t' has shape \(2,\), the input \(1,\)"),
-        ({"t": np.array(1.0, np.float32)}, r"'t' has shape \(\), the input \(1,\)"),
+        ({"nope": np.array([1.0], np.float32)}, r"do not fit model 'llm': 'nope' are not inputs \(inputs: \['t', 'x'\]\)"),
+        ({"t": np.array([1.0], np.float64)}, r"t: dtype=float64 expected_dtype=float32 .*signature dtypes of model 'llm'"),
+        ({"t": np.array([1.0, 2.0], np.float32)}, r"t: shape=\(2,\) expected_shape=\(1,\) .*shapes of model 'llm'"),
+        ({"t": np.array(1.0, np.float32)}, r"t: shape=\(\) expected_shape=\(1,\) .*shapes of model 'llm'"),
     ],
 )
 def test_fill_optionals_checks_defaults_against_model_inputs(defaults, message):
@@ -791,7 +793,7 @@ def test_fill_optionals_checks_defaults_against_model_inputs(defaults, message):
         return [{} for _ in requests]
 
     attach(infer, inputs=OPTIONAL_INPUTS, model_name="llm")
-    with pytest.raises(PyTritonBadParameterError, match=r"do not fit model 'llm'.*" + message):
+    with pytest.raises(PyTritonBadParameterError, match=message):
         infer([req(x=col(1))])
 
 
@@ -806,9 +808,10 @@ def test_fill_optionals_accepts_bytes_defaults_for_string_inputs_and_variable_sh
     assert response["ids"].shape == (1, 3)
 
 
-def test_fill_optionals_rejects_non_array_defaults_at_decoration():
-    with pytest.raises(PyTritonBadParameterError, match=r"numpy arrays, got t=0.5"):
-        fill_optionals(t=0.5)
+def test_fill_optionals_rejects_non_array_defaults_at_the_first_call():
+    infer = fill_optionals(t=0.5)(lambda requests: requests)  # decorating is fine, as in PyTriton
+    with pytest.raises(PyTritonBadParameterError, match=r"Could not use t=0.5 defaults as they are not NumPy arrays"):
+        infer([req(x=col(1))])
 
 
 def test_fill_optionals_must_be_outermost():
@@ -866,7 +869,8 @@ def test_pad_batch_falls_back_to_max_batch_size():
     attach(infer, outputs=[("y", (1,), np.float32)], max_batch_size=6, batcher=DynamicBatcher(preferred_batch_size=[2]))
     result = infer(x=col(1, 2, 3))
     assert seen == [6]
-    np.testing.assert_array_equal(result["y"], col(1, 2, 3))
+    np.testing.assert_array_equal(result["y"], col(1, 2, 3, 3, 3, 3))  # the padded rows, as PyTriton's
+    assert batch(infer)([{"x": col(1, 2, 3)}])[0]["y"].shape == (3, 1)  # @batch keeps the real rows
 
 
 def test_pad_batch_leaves_full_batch_alone():
@@ -959,7 +963,7 @@ def test_first_value_strict_rejects_different_values():
     def infer(temperature):
         return temperature
 
-    with pytest.raises(PyTritonValidationError, match=r"'temperature' differ across the batch.*group_by_values"):
+    with pytest.raises(PyTritonRuntimeError, match=r"values on the 'temperature' input are not equal.*group_by_values"):
         infer(temperature=col(0.5, 0.7))
 
     assert first_value("temperature", strict=False)(lambda temperature: temperature)(temperature=col(0.5, 0.7)) == 0.5
@@ -972,7 +976,7 @@ def test_first_value_strict_treats_nan_as_equal_and_compares_bytes():
 
     f, s = infer(f=col(np.nan, np.nan), s=np.array([[b"a"], [b"a"]], dtype=object))
     assert np.isnan(f) and s == b"a"
-    with pytest.raises(PyTritonValidationError, match="'s' differ"):
+    with pytest.raises(PyTritonRuntimeError, match="values on the 's' input are not equal"):
         infer(f=col(1), s=np.array([[b"a"], [b"b"]], dtype=object))
 
 
@@ -1011,7 +1015,7 @@ def test_first_value_errors():
         return t
 
     attach(plain, batching=False, max_batch_size=0, model_name="nb")
-    with pytest.raises(PyTritonValidationError, match="model 'nb' has none"):
+    with pytest.raises(PyTritonRuntimeError, match="only be used with models that support batching.*'nb'"):
         plain(t=col(1))
 
 
@@ -1289,3 +1293,16 @@ def test_request_passing_decorators_keep_each_requests_sequence():
     assert sorted(seen, key=str) == sorted(
         [(7, True, False, ["bias", "x"]), ("s", False, True, ["bias", "x"])], key=str
     )
+
+
+def test_group_by_values_on_1d_strings_calls_groups_in_value_order():
+    calls = []
+
+    @group_by_values("s")
+    def infer(a, s):
+        calls.append(s.tolist())
+        return {"a": a}
+
+    s = np.array(["t" + "2", "t" + "1", "t" + "2"], dtype=object)
+    infer(a=col(1, 2, 3), s=s)
+    assert calls == [["t1"], ["t2", "t2"]]

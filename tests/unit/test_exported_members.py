@@ -8,15 +8,24 @@ import pytest
 import pytriton_like
 
 PUBLIC = {
-    "pytriton_like.triton": {"Triton", "TritonConfig", "TritonSecurityConfig"},
-    "pytriton_like.model_config": {"DeviceKind", "DynamicBatcher", "ModelConfig", "QueuePolicy", "Tensor", "TimeoutAction"},
+    "pytriton_like.triton": {
+        "Triton", "RemoteTriton", "TritonConfig", "TritonSecurityConfig", "TritonLifecyclePolicy",
+        "DefaultTritonLifecyclePolicy", "VertextAILifecyclePolicy",
+    },
+    "pytriton_like.client.utils": {"wait_for_server_ready", "wait_for_model_ready", "get_model_state", "create_client_from_url"},
+    "pytriton_like.client.asyncio_utils": {"asyncio_wait_for_model_ready", "asyncio_get_model_config"},
+    "pytriton_like.constants": {"DEFAULT_HTTP_PORT", "TRITON_CONTEXT_FIELD_NAME", "PYTRITON_HOME"},
+    "pytriton_like.tracing": {"set_telemetry_tracer", "get_telemetry_tracer"},
+    "pytriton_like.model_config": {
+        "DeviceKind", "DynamicBatcher", "ModelConfig", "QueuePolicy", "Tensor", "TimeoutAction", "ModelWarmup", "WarmupInput",
+    },
     "pytriton_like.decorators": {
         "batch", "sample", "group_by_keys", "group_by_values", "fill_optionals", "pad_batch", "first_value",
-        "triton_context", "ConstantPadder",
+        "triton_context", "ConstantPadder", "ModelConfigDict", "TritonContext",
     },
     "pytriton_like.exceptions": {
         "PyTritonError", "PyTritonValidationError", "PyTritonInvalidOperationError", "PyTritonBadParameterError",
-        "PyTritonModelConfigError", "PyTritonUnrecoverableError",
+        "PyTritonModelConfigError", "PyTritonUnrecoverableError", "PyTritonRuntimeError",
     },
     "pytriton_like.proxy.types": {"Request"},
     "pytriton_like.runner": {"TritonRunner", "ModelRunner", "RunResult"},

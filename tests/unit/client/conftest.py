@@ -24,3 +24,10 @@ def two_inputs():
         inputs=(TensorSpec("a", (-1,), np.float32), TensorSpec("text", (1,), np.bytes_, optional=True)),
         outputs=(TensorSpec("y", (-1,), np.float32), TensorSpec("z", (1,), np.bytes_)),
     )
+
+
+@pytest.fixture(autouse=True)
+def no_local_tokens(tmp_path, monkeypatch):
+    """The unit tests talk to no server: a real server's token file for port 8000 (one running on
+    this machine meanwhile) must not reach their calls."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))

@@ -6,7 +6,7 @@ import pytest
 from pytriton_like.client.config_parser import parse_model_config
 from pytriton_like.client.exceptions import PyTritonClientError
 from pytriton_like.model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction
-from pytriton_like.model_config.triton_model_config import TensorSpec
+from pytriton_like.model_config.triton_model_config import ResponseCache, TensorSpec
 
 # As tritonserver 2.51 returns them for the same model (HTTP: JSON; gRPC: protobuf JSON mapping).
 HTTP_CONFIG = {
@@ -73,17 +73,17 @@ def test_http_and_grpc_forms_parse_alike(raw):
     assert config.model_name == "Str"
     assert config.model_version == 1
     assert (config.max_batch_size, config.batching, config.decoupled) == (8, True, False)
-    assert config.inputs == (
+    assert config.inputs == [
         TensorSpec("s", (-1,), np.bytes_, optional=False),
         TensorSpec("n", (1,), np.int32, optional=True),
-    )
-    assert config.outputs == (TensorSpec("u", (-1,), np.bytes_),)
+    ]
+    assert config.outputs == [TensorSpec("u", (-1,), np.bytes_)]
     assert config.instance_count == 1
-    assert config.response_cache is True
+    assert config.response_cache == ResponseCache(enable=True)
     assert config.backend_parameters == {"shared_memory": "on"}
     assert config.batcher == DynamicBatcher(
         max_queue_delay_microseconds=100,
-        preferred_batch_size=(4, 8),
+        preferred_batch_size=[4, 8],
         preserve_ordering=False,
         priority_levels=2,
         default_priority_level=1,
@@ -100,8 +100,8 @@ def test_http_and_grpc_forms_parse_alike(raw):
 def test_minimal_non_batching_config():
     config = parse_model_config({"name": "M", "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": ["3"]}]})
     assert (config.max_batch_size, config.batching, config.batcher) == (0, False, None)
-    assert config.inputs == (TensorSpec("x", (3,), np.float32),)
-    assert config.outputs == ()
+    assert config.inputs == [TensorSpec("x", (3,), np.float32)]
+    assert config.outputs == []
     assert config.instance_count == 1
 
 

@@ -88,7 +88,7 @@ def test_prepare_needs_the_config():
 def test_prepare_numbers_requests():
     core = ClientCore("localhost", "M", model_config=make_config())
     call = CallArgs((np.zeros(1, np.float32),), {}, None, None, sample=True)
-    assert [core.prepare(call).request_id for _ in range(3)] == ["1", "2", "3"]
+    assert [core.prepare(call).request_id for _ in range(3)] == ["0", "1", "2"]  # from 0, as PyTriton
 
 
 def test_decoupled_model_refused():

@@ -13,6 +13,7 @@ from pytriton_like.client.exceptions import (
     PyTritonClientClosedError,
     PyTritonClientError,
     PyTritonClientInferenceServerError,
+    PyTritonClientModelNotFoundError,
     PyTritonClientModelUnavailableError,
     PyTritonClientTimeoutError,
 )
@@ -46,8 +47,8 @@ def server_error(status, message="server says no"):
         (TimeoutError("timed out"), PyTritonClientTimeoutError),
         (asyncio.TimeoutError(), PyTritonClientTimeoutError),
         (aiohttp.ServerTimeoutError("read timeout"), PyTritonClientTimeoutError),
-        (server_error("404", "Request for unknown model: 'M' is not found"), PyTritonClientModelUnavailableError),
-        (server_error("StatusCode.NOT_FOUND"), PyTritonClientModelUnavailableError),
+        (server_error("404", "Request for unknown model: 'M' is not found"), PyTritonClientModelNotFoundError),
+        (server_error("StatusCode.NOT_FOUND"), PyTritonClientModelNotFoundError),
         (server_error("503"), PyTritonClientModelUnavailableError),
         (server_error("StatusCode.UNAVAILABLE", "failed to connect"), PyTritonClientModelUnavailableError),
         (ConnectionRefusedError(111, "Connection refused"), PyTritonClientModelUnavailableError),
@@ -69,6 +70,12 @@ def test_translation(exc, expected):
     assert type(error) is expected
     assert (error.model_name, error.model_version, error.url) == ("M", "2", "grpc://h:8001")
     assert error.message.startswith("inference of model 'M' (version 2) at grpc://h:8001")
+
+
+def test_not_found_is_unavailable_and_a_server_error_as_pytriton_raises():
+    error = translate_error(server_error("404", "Request for unknown model"), CONTEXT)
+    assert isinstance(error, PyTritonClientModelUnavailableError)
+    assert isinstance(error, PyTritonClientInferenceServerError) and error.status == "404"
 
 
 def test_server_message_and_status_kept():

@@ -31,7 +31,7 @@ PYTRITON_NAMES = {
 
 # Ours: the end of a wait for a model that stayed unavailable is both PyTriton's timeout and an
 # unavailable model.
-OWN_NAMES = {"PyTritonClientModelUnavailableTimeoutError"}
+OWN_NAMES = {"PyTritonClientModelUnavailableTimeoutError", "PyTritonClientModelNotFoundError"}
 
 
 def test_module_exports_pytriton_names():
@@ -55,6 +55,7 @@ def test_every_client_error_is_a_pytriton_error(name):
 
 def test_tree_shape():
     assert issubclass(PyTritonClientInvalidUrlError, PyTritonClientValueError)
+    assert PyTritonClientValueError.__bases__ == (PyTritonClientError, ValueError)  # as PyTriton's ValueErrors
     for leaf in (
         PyTritonClientTimeoutError,
         PyTritonClientModelUnavailableError,

@@ -91,7 +91,9 @@ def test_server_never_reachable_is_a_timeout_naming_the_last_error():
     assert not waiter.needs_model_state()
     error = waiter.failure()
     assert isinstance(error, PyTritonClientTimeoutError)
-    assert error.message == "server at http://h:8000 was not ready within 1 s; last error: connection refused"
+    assert error.message == (
+        "Waiting for server to be ready timed out: server at http://h:8000 was not ready within 1 s; last error: connection refused"
+    )
     assert error.timeout_s == 1.0 and error.model_name == "M"
     assert waiter.last_error is refused
 
@@ -99,7 +101,7 @@ def test_server_never_reachable_is_a_timeout_naming_the_last_error():
 def test_server_not_ready():
     waiter, _ = make_waiter()
     waiter.record(Readiness.SERVER_NOT_READY)
-    assert waiter.failure().message == "server at http://h:8000 was not ready within 1 s"
+    assert waiter.failure().message == "Waiting for server to be ready timed out: server at http://h:8000 was not ready within 1 s"
     assert waiter.last_error is None
 
 
@@ -112,7 +114,7 @@ def test_model_missing_is_unavailable_and_a_timeout_naming_the_models_the_server
     assert isinstance(error, PyTritonClientModelUnavailableTimeoutError)
     assert isinstance(error, PyTritonClientTimeoutError) and isinstance(error, PyTritonClientModelUnavailableError)
     assert error.message == (
-        "model 'M' is not in the repository of the server at http://h:8000 (did you mean 'Mm'?);"
+        "Waiting for model M/<latest> to be ready timed out: model 'M' is not in the repository of the server at http://h:8000 (did you mean 'Mm'?);"
         " the server has: Double, Mm; waited 1 s for it"
     )
     assert error.timeout_s == 1.0 and error.model_name == "M"
@@ -124,7 +126,7 @@ def test_model_failed_to_load_gives_the_reason():
     entries = [{"name": "M", "version": "1", "state": "UNAVAILABLE", "reason": "load failed: bad config"}]
     error = waiter.failure(IndexAnswer(entries=entries))
     assert error.message == (
-        "model 'M' (latest version) at http://h:8000 is not available: load failed: bad config; waited 1 s for it"
+        "Waiting for model M/<latest> to be ready timed out: model 'M' (latest version) at http://h:8000 is not available: load failed: bad config; waited 1 s for it"
     )
 
 
@@ -152,7 +154,7 @@ def test_index_refused_is_a_timeout_saying_what_the_token_would_tell():
     error = waiter.failure(IndexAnswer(error=refused))
     assert type(error) is PyTritonClientTimeoutError
     assert error.message == (
-        "model 'M' (latest version) at http://h:8000 was not ready within 1 s; the server did not show its"
+        "Waiting for model M/<latest> to be ready timed out: model 'M' (latest version) at http://h:8000 was not ready within 1 s; the server did not show its"
         " repository index, which would tell whether it has the model (This API is restricted, expecting header"
         " 'triton-access-token'); pass access_token= to the client (see docs/security.md)"
     )

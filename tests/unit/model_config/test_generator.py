@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pytriton_like.exceptions import PyTritonValidationError
-from pytriton_like.model_config import DynamicBatcher, QueuePolicy, Tensor, TimeoutAction
+from pytriton_like.model_config import DeviceKind, DynamicBatcher, QueuePolicy, Tensor, TimeoutAction
 from pytriton_like.model_config.generator import (
     dtype_to_triton,
     BOUND_MODEL_BACKEND,
@@ -205,13 +205,18 @@ def test_unsupported_tensor_dtype_rejected():
     [
         ({"model_version": 0}, r"model_version must be 1 or more, got 0"),
         ({"max_batch_size": 0}, r"max_batch_size must be 1 or more when batching is on, got 0"),
-        ({"inputs": ()}, r"a model needs at least one input"),
-        ({"outputs": ()}, r"a model needs at least one output"),
     ],
 )
 def test_model_level_errors(fields, message):
     with pytest.raises(PyTritonValidationError, match=message):
         validate_config(config(**fields))
+
+
+def test_a_model_without_inputs_or_outputs_is_fine():
+    # Triton loads it, and PyTriton binds such models (its remote-mode tests do)
+    validate_config(config(inputs=(), outputs=()))
+    text = render_config(config(inputs=(), outputs=()))
+    assert "input" not in text and "output" not in text and 'name: "Model"' in text
 
 
 def test_no_batching_allows_max_batch_size_zero():
@@ -342,7 +347,7 @@ def test_preserve_ordering_with_several_priority_levels_rejected():
 
 
 def test_render_decoupled_response_cache_instances_and_parameters():
-    cfg = config(decoupled=True, instance_count=3, backend_parameters={"b": "2", "a": "1"})
+    cfg = config(decoupled=True, instance_group={DeviceKind.KIND_CPU: 3}, backend_parameters={"b": "2", "a": "1"})
     model = parsed(cfg)
     assert model.model_transaction_policy.decoupled is True
     assert model.response_cache.enable is False

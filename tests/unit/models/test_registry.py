@@ -6,6 +6,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonValidationError
+from pytriton_like.model_config.common import DeviceKind
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton_like.models.model import Model
 from pytriton_like.models.registry import BoundModels
@@ -14,7 +15,7 @@ from pytriton_like.models.registry import BoundModels
 def model(version=1, name="M", funcs=1, **fields) -> Model:
     fields.setdefault("inputs", (TensorSpec("x", (-1,), np.float32),))
     fields.setdefault("outputs", (TensorSpec("y", (-1,), np.float32),))
-    config = TritonModelConfig(model_name=name, model_version=version, instance_count=funcs, **fields)
+    config = TritonModelConfig(model_name=name, model_version=version, instance_group={DeviceKind.KIND_CPU: funcs}, **fields)
     return Model(config, [print] * funcs, strict=False, tag=f"{name}{version}")
 
 
@@ -47,7 +48,7 @@ def test_the_same_name_and_version_twice_is_refused():
     [
         ({"outputs": (TensorSpec("z", (-1,), np.float32),)}, "outputs"),
         ({"max_batch_size": 8}, "max_batch_size"),
-        ({"funcs": 2}, "instance_count"),
+        ({"funcs": 2}, "instance_group"),
     ],
 )
 def test_a_version_with_another_config_is_refused(fields, differs):

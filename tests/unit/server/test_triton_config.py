@@ -17,6 +17,7 @@ TRITONSERVER_FLAGS = frozenset(
     backend-config backend-directory buffer-manager-thread-count cache-config cache-directory
     cuda-memory-pool-byte-size cuda-virtual-address-size disable-auto-complete-config enable-peer-access
     exit-on-error exit-timeout-secs grpc-address grpc-header-forward-pattern grpc-http
+    grpc-http2-max-pings-without-data grpc-http2-min-recv-ping-interval-without-data grpc-http2-max-ping-strikes
     grpc-infer-allocation-pool-size grpc-infer-response-compression-level grpc-keepalive-permit-without-calls
     grpc-keepalive-time grpc-keepalive-timeout grpc-max-connection-age grpc-max-connection-age-grace grpc-port
     grpc-restricted-protocol grpc-root-cert grpc-server-cert grpc-server-key grpc-use-ssl grpc-use-ssl-mutual
@@ -141,6 +142,20 @@ def test_from_env_indexed_form_of_a_scalar_field_is_unknown(caplog):
     with caplog.at_level(logging.WARNING, logger="pytriton_like.server.config"):
         assert TritonConfig.from_env(env(http_port_0="9000")) == TritonConfig()
     assert "ignoring PYTRITON_TRITON_CONFIG_HTTP_PORT_0" in caplog.text
+
+
+def test_from_dict_converts_as_pytriton_and_ignores_unknown_names(caplog):
+    config = TritonConfig.from_dict(
+        {"http_port": "9000", "allow_grpc": "false", "log_verbose": 1, "cache_config": "local,size=1048576",
+         "trace_config": ["rate=1", "level=TIMESTAMPS"], "model_repository": "/tmp/models", "bogus": 1}
+    )
+    assert config == TritonConfig(
+        http_port=9000, allow_grpc=False, log_verbose=1, cache_config=["local,size=1048576"],
+        trace_config=["rate=1", "level=TIMESTAMPS"], model_repository=pathlib.Path("/tmp/models"),
+    )
+    assert "Ignoring bogus=1 as could not find matching config field" in caplog.text
+    with pytest.raises(PyTritonValidationError, match="expected int"):
+        TritonConfig.from_dict({"grpc_port": "x"})
 
 
 def test_from_env_plain_list_variable_is_one_item_commas_kept():
@@ -369,6 +384,10 @@ def test_argv_every_flag_is_a_tritonserver_option():
         grpc_server_cert=pathlib.Path("/a"), grpc_server_key=pathlib.Path("/b"), grpc_root_cert=pathlib.Path("/c"),
         grpc_infer_response_compression_level="none", grpc_keepalive_time=1, grpc_keepalive_timeout=1,
         grpc_keepalive_permit_without_calls=True, grpc_restricted_protocol="health:k=v",
+        grpc_http2_max_pings_without_data=1, grpc_http2_min_recv_ping_interval_without_data=1,
+        grpc_http2_max_ping_strikes=1, allow_sagemaker=True, sagemaker_port=4, sagemaker_safe_port_range="1-9",
+        sagemaker_thread_count=1, allow_vertex_ai=True, vertex_ai_port=5, vertex_ai_thread_count=1,
+        vertex_ai_default_model="m",
         allow_metrics=True, allow_gpu_metrics=False, allow_cpu_metrics=True, metrics_interval_ms=10,
         metrics_port=3, metrics_address="0.0.0.0", metrics_config=["a=1"], trace_config=["rate=1"],
         cache_config=["local,size=1"], cache_directory=pathlib.Path("/d"), buffer_manager_thread_count=1,

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Serve a model with OpenTelemetry spans around each request, printed as they end.
+
+Needs ``opentelemetry-sdk`` (``pip install pytriton_like[tracing]`` for the OTLP exporter too).
+A real deployment exports to a collector: ``bind(trace_config=["mode=opentelemetry",
+"opentelemetry,url=http://collector:4318/v1/traces"])``; here a tracer of our own prints
+each span's name and parent, so the example needs nothing running. docs/tracing.md.
+"""
+
+import logging
+
+import numpy as np
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+from pytriton_like.model_config import ModelConfig, Tensor
+from pytriton_like.tracing import set_telemetry_tracer
+from pytriton_like.triton import Triton
+
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+logger = logging.getLogger("examples.tracing.server")
+
+
+class PrintingExporter(SpanExporter):
+    def export(self, spans):
+        for span in spans:
+            parent = f" (in {span.parent.span_id:016x})" if span.parent else ""
+            print(f"span {span.name} {span.context.span_id:016x}{parent} model={span.attributes.get('pytriton_like.model_name')}", flush=True)
+        return SpanExportResult.SUCCESS
+
+
+def tokenize_and_count(requests):
+    responses = []
+    for request in requests:
+        with request.traced_span("tokenize"):
+            words = [bytes(item).decode().split() for item in request["text"].ravel()]
+        with request.traced_span("count"):
+            responses.append({"count": np.array([[len(w)] for w in words], dtype=np.int64)})
+    return responses
+
+
+def main():
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(PrintingExporter()))
+    set_telemetry_tracer(provider.get_tracer("examples.tracing"))
+    with Triton() as triton:
+        triton.bind(
+            model_name="WordCount",
+            infer_func=tokenize_and_count,
+            inputs=[Tensor(name="text", dtype=bytes, shape=(1,))],
+            outputs=[Tensor(name="count", dtype=np.int64, shape=(1,))],
+            config=ModelConfig(max_batch_size=8),
+        )
+        logger.info("serving WordCount with tracing; stop with Ctrl-C")
+        triton.serve()
+
+
+if __name__ == "__main__":
+    main()

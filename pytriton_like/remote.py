@@ -1,0 +1,331 @@
+"""``RemoteTriton``: bind callables to a Triton server that another process started on this host.
+
+The callables run here, as with ``Triton``; the server is someone else's (usually another
+process's ``Triton``). Binding writes the model's repository entry (its config and the relay's
+settings, relay.conf) to our own workspace and sends it through the server's model-repository
+API (``load`` with the config and the files), which needs the access token: a server started by
+``Triton`` on this host records it in an owner-only file per port, where ``RemoteTriton`` finds
+it (docs/remote_mode.md). The server's relay backend connects back to our workers' Unix
+sockets, so the server must run on this host, as the same user (and be a pytriton_like server,
+whose workspace has the relay's backend). Closing a ``RemoteTriton``
+unloads its models; the server and its other models go on serving.
+"""
+
+import logging
+import os
+import pathlib
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from .access_tokens import read_token
+from .exceptions import PyTritonInvalidOperationError, PyTritonServerError
+from .model_config import ModelConfig, Tensor
+from .models.binding import bound_model_config
+from .models.loopback import LoopbackClients
+from .models.model import Model
+from .models.registry import BoundModels
+from .server.config import DEFAULT_RELAY_SPIN_US
+from .server.security import ACCESS_TOKEN_HEADER
+from .server.workspace import PRIVATE_MODE, WORKSPACE_PREFIX
+from .tracing import model_tracer
+
+__all__ = ["RemoteTriton"]
+
+logger = logging.getLogger(__name__)
+
+MONITORING_PERIOD_S = 10.0
+"""How often ``serve()`` checks by default that the server and the models are alive (PyTriton's default)."""
+_SERVER_TIMEOUT_S = 120  # waiting for the server to be ready (PyTriton's DEFAULT_TRITON_STARTUP_TIMEOUT_S)
+_LOAD_TIMEOUT_S = 120
+_POLL_S = 0.1
+
+
+class RemoteTriton:
+    """Binds Python callables to a Triton server already running on this host.
+
+    Args:
+        url: the server, ``[http|grpc://]host[:port]`` (HTTP and port 8000 by default).
+        workspace: folder for our sockets and the models' repository entries (a temporary one,
+            removed at stop, when ``None``). The server's stubs connect to the sockets in it.
+        access_token: the server's token for its model-repository API; ``None``: the token a
+            ``Triton`` on this host recorded for that port (docs/security.md).
+
+    Raises:
+        PyTritonClientInvalidUrlError: the url cannot be parsed.
+
+    Example:
+        >>> with RemoteTriton(url="localhost:8000") as triton:     # doctest: +SKIP
+        ...     triton.bind("Mul2", mul2, inputs=[Tensor(dtype=np.float32, shape=(-1,))],
+        ...                 outputs=[Tensor(dtype=np.float32, shape=(-1,))], config=ModelConfig(max_batch_size=8))
+        ...     triton.serve()
+    """
+
+    def __init__(
+        self, url: str, workspace: Union[str, pathlib.Path, None] = None, access_token: Optional[str] = None
+    ):
+        from .client.url import TritonUrl  # noqa: PLC0415 - serving alone does not load the client side
+
+        self._url = TritonUrl.from_url(url)
+        self._workspace_arg = pathlib.Path(workspace) if workspace is not None else None
+        self._workspace: Optional[pathlib.Path] = None
+        self._access_token = access_token
+        self._models = BoundModels()
+        self._lock = threading.RLock()
+        self._connected = False
+        self._stopped = False
+        self._stop_requested = threading.Event()
+        self._client: Any = None
+        self._loopback: Optional[LoopbackClients] = None
+        self._tags = 0
+
+    # -- context manager ---------------------------------------------------------------------
+
+    def __enter__(self) -> "RemoteTriton":
+        self.connect()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    # -- binding -----------------------------------------------------------------------------
+
+    def bind(
+        self,
+        model_name: str,
+        infer_func: Union[Callable, Sequence[Callable]],
+        inputs: Sequence[Tensor],
+        outputs: Sequence[Tensor],
+        model_version: int = 1,
+        config: Optional[ModelConfig] = None,
+        strict: bool = False,
+        trace_config: Optional[List[str]] = None,
+    ) -> None:
+        """Serve ``infer_func`` as ``model_name`` on the remote server (arguments as ``Triton.bind``).
+
+        Loaded at once when connected, else at :meth:`connect`.
+
+        Raises:
+            PyTritonValidationError: a bad name, tensor spec, callable or configuration.
+            PyTritonInvalidOperationError: the name and version are bound already, or this object was stopped.
+            PyTritonServerError: the server refused or failed to load the model.
+        """
+        model_config, funcs = bound_model_config(model_name, infer_func, inputs, outputs, model_version, config)
+        tracer = model_tracer(trace_config)
+        with self._lock:
+            if self._stopped:
+                raise PyTritonInvalidOperationError(f"cannot bind model {model_name!r}: this RemoteTriton is stopped")
+            self._tags += 1
+            model = Model(model_config, funcs, strict=strict, tag=f"r{os.getpid()}m{self._tags}", tracer=tracer)
+            self._models.add(model)
+            if self._connected:
+                try:
+                    self._load(model)
+                except BaseException:
+                    self._forget(model)
+                    raise
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Wait for the server (up to 120 s) and load every model bound so far; then serve them.
+
+        Raises:
+            PyTritonServerError: the server was not ready in time, or refused a model.
+            PyTritonInvalidOperationError: this object was stopped.
+        """
+        with self._lock:
+            if self._stopped:
+                raise PyTritonInvalidOperationError("this RemoteTriton was stopped; create a new one")
+            if self._connected:
+                return
+            try:
+                self._open()
+                for model in self._models:
+                    self._load(model)
+            except BaseException:
+                self._close()
+                raise
+            self._connected = True
+        logger.info("connected to %s: %s", self._url, ", ".join(self._models.names()) or "no models yet")
+
+    def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
+        """Connect and block until SIGINT/SIGTERM, :meth:`stop`, or the server or our models are
+        gone (checked every ``monitoring_period_s``); then stop."""
+        restore = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                restore[signum] = signal.signal(signum, lambda *_: self._stop_requested.set())
+        try:
+            self.connect()
+            while not self._stop_requested.wait(monitoring_period_s):
+                if not self.is_alive():
+                    logger.warning("the server at %s or one of our models is gone; stopping", self._url)
+                    break
+        finally:
+            for signum, handler in restore.items():
+                signal.signal(signum, handler)
+            self.stop()
+
+    def stop(self) -> bool:
+        """Unload our models from the server, stop their workers and remove our workspace.
+
+        The server and its other models go on serving. Safe to call many times.
+
+        Returns:
+            True if this call stopped it.
+        """
+        with self._lock:
+            if self._stopped:
+                return False
+            self._stopped = True
+            was_connected, self._connected = self._connected, False
+        self._stop_requested.set()
+        if was_connected:
+            for name in self._models.names():
+                self._unload(name)
+        self._close()
+        logger.info("RemoteTriton of %s stopped", self._url)
+        return True
+
+    def is_connected(self) -> bool:
+        """Whether :meth:`connect` succeeded and :meth:`stop` was not called."""
+        return self._connected
+
+    def is_alive(self) -> bool:
+        """Whether the server and every model bound here are ready (before :meth:`connect`: whether
+        nothing is bound yet, as PyTriton answers)."""
+        if self._stopped:
+            return False
+        if not self._connected:
+            return not list(self._models)
+        try:
+            client = self._client
+            return bool(client.is_server_live(headers=self._headers())) and all(
+                client.is_model_ready(model.name, str(model.version), headers=self._headers())
+                and model.is_alive()
+                for model in self._models
+            )
+        except Exception:  # noqa: BLE001 - any failure to reach the server means "not alive"
+            logger.debug("liveness check of %s failed", self._url, exc_info=True)
+            return False
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _headers(self) -> Optional[Dict[str, str]]:
+        token = self._access_token
+        if token is None:
+            token = read_token(self._url.port)
+        if token is None:
+            return None
+        header = ACCESS_TOKEN_HEADER if self._url.scheme == "http" else f"triton-grpc-protocol-{ACCESS_TOKEN_HEADER}"
+        return {header: token}
+
+    def _open(self) -> None:
+        import tritonclient.grpc  # noqa: PLC0415 - loaded when a RemoteTriton connects
+        import tritonclient.http  # noqa: PLC0415
+
+        address = self._url.without_scheme
+        if self._url.scheme == "grpc":
+            self._client = tritonclient.grpc.InferenceServerClient(address)
+        else:
+            self._client = tritonclient.http.InferenceServerClient(
+                address, connection_timeout=_LOAD_TIMEOUT_S, network_timeout=_LOAD_TIMEOUT_S
+            )
+        self._wait_for_server()
+        if self._workspace_arg is None:
+            self._workspace = pathlib.Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-remote-"))
+        else:
+            self._workspace = self._workspace_arg
+            self._workspace.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+        for folder in (self._workspace / "model_repository", self._workspace / "sockets"):
+            folder.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+        self._loopback = LoopbackClients(self._url.with_scheme, access_token=self._access_token)
+
+    def _wait_for_server(self) -> None:
+        deadline = time.monotonic() + _SERVER_TIMEOUT_S
+        while True:
+            try:
+                if self._client.is_server_live() and self._client.is_server_ready():
+                    return
+            except Exception:  # noqa: BLE001 - not up yet: any transport error
+                logger.debug("server at %s not ready yet", self._url, exc_info=True)
+            if time.monotonic() > deadline:
+                raise PyTritonServerError(f"the Triton server at {self._url} was not ready within {_SERVER_TIMEOUT_S} s")
+            time.sleep(_POLL_S)
+
+    def _load(self, model: Model) -> None:
+        """Start the model's workers, write its entry locally and have the server load it from the files sent."""
+        repository = self._workspace / "model_repository"
+        model.setup(
+            repository,
+            self._workspace / "sockets",
+            self._on_unrecoverable,
+            None,
+            DEFAULT_RELAY_SPIN_US,
+            loopback=self._loopback,
+        )
+        self._models.write_config(repository, model.name)
+        config_json, files = _entry_for_load_api(repository / model.name)
+        try:
+            self._client.load_model(model.name, headers=self._headers(), config=config_json, files=files)
+        except Exception as exc:  # noqa: BLE001 - tritonclient raises InferenceServerException and transport errors
+            raise PyTritonServerError(f"the Triton server at {self._url} failed to load model {model.name!r}: {exc}") from None
+        logger.info("model %s version %s loaded on %s", model.name, model.version, self._url)
+
+    def _forget(self, model: Model) -> None:
+        self._models.remove(model)
+        if self._workspace is not None:
+            model.teardown(self._workspace / "model_repository")
+
+    def _unload(self, name: str) -> None:
+        try:
+            self._client.unload_model(name, headers=self._headers())
+            deadline = time.monotonic() + _LOAD_TIMEOUT_S
+            while self._client.is_model_ready(name, headers=self._headers()) and time.monotonic() < deadline:
+                time.sleep(_POLL_S)
+        except Exception as exc:  # noqa: BLE001 - the server may be gone: nothing left to unload then
+            logger.warning("could not unload model %s from %s: %s", name, self._url, exc)
+
+    def _close(self) -> None:
+        if self._loopback is not None:
+            self._loopback.close()
+            self._loopback = None
+        if self._workspace is not None:
+            for model in self._models:
+                model.teardown(self._workspace / "model_repository")
+            if self._workspace_arg is None:
+                shutil.rmtree(self._workspace, ignore_errors=True)
+            else:
+                for folder in ("model_repository", "sockets"):
+                    shutil.rmtree(self._workspace / folder, ignore_errors=True)
+            self._workspace = None
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # noqa: BLE001 - closing must not fail
+                logger.debug("closing the client of %s", self._url, exc_info=True)
+            self._client = None
+
+    def _on_unrecoverable(self, error: BaseException) -> None:
+        logger.error("unrecoverable error in an inference callable; stopping: %s", error)
+        self._stop_requested.set()
+        threading.Thread(target=self.stop, name="pytriton_like-remote-stop", daemon=True).start()
+
+
+def _entry_for_load_api(model_dir: pathlib.Path):
+    """The model's config as JSON and its other files as ``{"file:<path>": bytes}``, for Triton's load API."""
+    from google.protobuf import json_format, text_format  # noqa: PLC0415 - comes with tritonclient
+    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
+
+    message = text_format.Parse((model_dir / "config.pbtxt").read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
+    config_json = json_format.MessageToJson(message, preserving_proto_field_name=True)
+    files = {}
+    for path in sorted(model_dir.rglob("*")):
+        if path.is_file() and path.name != "config.pbtxt" and "__pycache__" not in path.parts:
+            files[f"file:{path.relative_to(model_dir).as_posix()}"] = path.read_bytes()
+    return config_json, files
+
