@@ -3,7 +3,7 @@
 import logging
 import os
 import pathlib
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 from ..decorators import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
