@@ -84,7 +84,7 @@ EXAMPLE_TESTS = [
 ]
 # Not run, with the reason: they need a GPU, an ML framework, another container or PyTriton's CLI.
 NOT_RUN = {
-    "L0_pytriton_check": "the `pytriton check` CLI (Ubuntu 22.04, nvidia-smi; our `check` is another issue)",
+    "L0_pytriton_check": "the `pytriton check` CLI (Ubuntu 22.04, nvidia-smi; ours is `pytriton_like check`, tested in our suite)",
     "L0_example_perf_analyzer": "its server imports transformers",
     "L0_run_on_python_3-*": "install other Pythons with apt/pyenv from the internet",
     "other L0_example_*": "need torch, tensorflow, jax, cupy, DALI, vLLM or NeMo",
