@@ -5,7 +5,7 @@ import os
 import pathlib
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
-from ..decorators import TritonContext, attach_triton_context
+from ..triton_context import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
 from ..relay.transport import UNIX_SCHEME
 from ..tracing import traced
