@@ -23,34 +23,35 @@ context from wherever they sit in the stack.
 """
 
 import functools
-import inspect
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 import wrapt
 
-from ._decorator_utils import (
-    TRITON_CONTEXT_FIELD,
-    PaddedOutputs,
-    SPECIAL_KEYS,
+from ._decorator_rows import (
+    batch_steps,
     check_defaults,
-    check_responses,
-    common_batch_size,
     common_dtype,
-    concatenate_requests,
-    drive,
     fill_request,
     first_row,
-    input_kwargs,
-    is_request_list,
-    map_result,
+    group_by_keys_steps,
+    pad_steps,
     padded_batch_size,
     repeat_last_row,
-    requests_arg,
-    short_repr,
-    split_outputs,
+    sample_steps,
     values_kwargs_steps,
     values_requests_steps,
+)
+from ._decorator_utils import (  # the Inference*/InputNames types: PyTriton's names, exported here
+    InferenceRequest, InferenceRequests, InferenceResult, InferenceResults, InputNames,
+    SPECIAL_KEYS,
+    TRITON_CONTEXT_FIELD,
+    common_batch_size,
+    drive,
+    input_kwargs,
+    is_request_list,
+    requests_arg,
+    short_repr,
     with_data,
 )
 from .constants import TRITON_CONTEXT_FIELD_NAME
@@ -97,16 +98,6 @@ __all__ = [
     "triton_context",
 ]
 
-InputNames = List[str]
-InferenceRequest = Dict[str, np.ndarray]
-InferenceRequests = Union[List[InferenceRequest], Tuple[InferenceRequest, ...]]
-InferenceResult = Dict[str, np.ndarray]
-InferenceResults = Union[List[InferenceResult], Tuple[InferenceResult, ...]]
-
-
-
-# --------------------------------------------------------------------------- batch, sample
-
 
 @wrapt.decorator
 def batch(wrapped, instance, args, kwargs):
@@ -127,15 +118,7 @@ def batch(wrapped, instance, args, kwargs):
     """
     requests, rest = requests_arg(args, "batch")
     convert = functools.partial(convert_output, wrapped=wrapped, instance=instance)
-    return drive(wrapped, _batch_steps(requests, rest, kwargs, convert))
-
-
-def _batch_steps(requests, args, kwargs, convert):
-    if not requests:
-        return []
-    inputs, sizes = concatenate_requests(requests)
-    result = yield args, {**kwargs, **inputs}
-    return map_result(result, functools.partial(split_outputs, sizes=sizes, convert=convert))
+    return drive(wrapped, batch_steps(requests, rest, kwargs, convert))
 
 
 @wrapt.decorator
@@ -153,21 +136,7 @@ def sample(wrapped, instance, args, kwargs):
     """
     requests, rest = requests_arg(args, "sample")
     convert = functools.partial(convert_output, wrapped=wrapped, instance=instance)
-    return drive(wrapped, _sample_steps(requests, rest, kwargs, convert))
-
-
-def _sample_steps(requests, args, kwargs, convert):
-    responses = []
-    for request in requests:
-        result = yield args, {**kwargs, **request}
-        if len(requests) == 1:
-            return map_result(result, lambda outputs: [convert(outputs)])
-        if inspect.isgenerator(result) or inspect.isasyncgen(result):
-            raise PyTritonValidationError(
-                f"@sample: a streaming (generator) callable serves one request per call, got {len(requests)}"
-            )
-        responses.append(convert(result))
-    return responses
+    return drive(wrapped, sample_steps(requests, rest, kwargs, convert))
 
 
 # --------------------------------------------------------------------------- grouping
@@ -186,21 +155,7 @@ def group_by_keys(wrapped, instance, args, kwargs):
         ...     ...
     """
     requests, rest = requests_arg(args, "group_by_keys")
-    return drive(wrapped, _group_by_keys_steps(requests, rest, kwargs))
-
-
-def _group_by_keys_steps(requests, args, kwargs):
-    groups: Dict[frozenset, List[int]] = {}
-    for index, request in enumerate(requests):
-        groups.setdefault(frozenset(request), []).append(index)
-    responses: List[Any] = [None] * len(requests)
-    for indices in groups.values():
-        group = requests if len(groups) == 1 else [requests[index] for index in indices]
-        result = yield (group, *args), kwargs
-        check_responses(result, len(group), "group_by_keys")
-        for index, response in zip(indices, result):
-            responses[index] = response
-    return responses
+    return drive(wrapped, group_by_keys_steps(requests, rest, kwargs))
 
 
 def group_by_values(*keys: str, pad_fn: Optional[Callable[[InferenceResults], InferenceResults]] = None):
@@ -427,12 +382,7 @@ def pad_batch(wrapped, instance, args, kwargs):
     if target == size or size == 0:
         return wrapped(*args, **kwargs)
     padded = {name: repeat_last_row(value, target) for name, value in inputs.items()}
-    return drive(wrapped, _pad_steps(args, {**kwargs, **padded}, size, target, config))
-
-
-def _pad_steps(args, kwargs, size, target, config):
-    result = yield args, kwargs
-    return map_result(result, lambda outputs: PaddedOutputs(convert_output(outputs, model_config=config), size, target))
+    return drive(wrapped, pad_steps(args, {**kwargs, **padded}, size, target, config))
 
 
 @wrapt.decorator
