@@ -38,7 +38,8 @@ LAYERS: List[List[str]] = [
     # TritonRunner, over the clients
     ["pytriton_like.runner"],
     # orchestration: Triton, RemoteTriton
-    ["pytriton_like.remote", "pytriton_like.triton"],
+    ["pytriton_like.remote", "pytriton_like.startup", "pytriton_like.model_management", "pytriton_like.serving",
+     "pytriton_like.triton"],
     # the command line
     ["pytriton_like.cli", "pytriton_like.__main__"],
 ]
