@@ -25,7 +25,8 @@ from .models.s3_repository import is_s3_url
 from .models.user_repository import repository_location
 from .relay.shm import unlink_orphaned_segments
 from .server.bundle import find_bundle
-from .server.config import DEFAULT_POLL_SECS, TritonConfig, connect_host, endpoint_urls, local_url, server_argv
+from .server.command_line import connect_host, endpoint_urls, local_url, server_argv
+from .server.config import DEFAULT_POLL_SECS, TritonConfig
 from .server.control import ServerControl
 from .server.lifecycle import DefaultTritonLifecyclePolicy, TritonLifecyclePolicy, VertextAILifecyclePolicy
 from .server.management import ServerModels

@@ -32,7 +32,8 @@ from .models.bindings import Bindings
 from .models.user_repository import open_repository
 from .relay.shm import unlink_segments
 from .remote import MONITORING_PERIOD_S, RemoteTriton
-from .server.config import TritonConfig, local_url
+from .server.command_line import local_url
+from .server.config import TritonConfig
 from .server.lifecycle import DefaultTritonLifecyclePolicy, TritonLifecyclePolicy, TritonState, VertextAILifecyclePolicy
 from .server.process import ServerProcess
 from .server.security import ACCESS_TOKEN_HEADER, DEFAULT_RESTRICTED_ENDPOINTS, VALID_ENDPOINTS, TritonSecurityConfig
