@@ -313,17 +313,6 @@ class ClientCore(ServerCore):
         kwargs.update(self.control_kwargs(timeout_s))
         return kwargs
 
-    def statistics_call(self, all_models: bool, timeout_s: float) -> Dict[str, Any]:
-        """Arguments of tritonclient's ``get_inference_statistics``: this client's model (version), or every model.
-
-        Raises:
-            PyTritonClientValueError: ``all_models`` is not a bool.
-        """
-        kwargs = self.model_call(timeout_s)
-        if verify_flag("all_models", all_models):
-            kwargs.update(model_name="", model_version="")  # Triton's "every model"
-        return kwargs
-
     def load_call(self, config: Optional[str], files: Optional[Dict[str, bytes]]) -> Dict[str, Any]:
         """Arguments of tritonclient's ``load_model`` for this model; loading may take ``inference_timeout_s``."""
         kwargs: Dict[str, Any] = {"model_name": self.model_name, "config": config, "files": files}
@@ -351,10 +340,6 @@ class ClientCore(ServerCore):
         if isinstance(response, dict):  # tritonclient.grpc's as_json=True form (a stand-in may give it)
             return response.get("config", response)
         return message_to_dict(response.config)
-
-    def raw_statistics(self, response: Any) -> Dict[str, Any]:
-        """``{"model_stats": [...]}`` from ``get_inference_statistics`` (``model_call`` arguments)."""
-        return response if self.protocol is Protocol.HTTP else message_to_dict(response)
 
     def _require_config(self) -> TritonModelConfig:
         if self._model_config is None:

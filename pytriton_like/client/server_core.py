@@ -10,9 +10,10 @@ import threading
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from ..access_tokens import is_local_host, read_token
+from .arguments import verify_flag
 from .error_mapping import ErrorContext, map_errors
 from .exceptions import PyTritonClientClosedError, PyTritonClientValueError
-from .management import index_entries
+from .management import index_entries, message_to_dict
 from .readiness import ReadinessWaiter
 from .server_calls import ServerCall, build_server_call
 from .url import Protocol, TritonUrl
@@ -164,6 +165,23 @@ class ServerCore:
         call = build_server_call(self.protocol, name, arguments)
         call.kwargs.update(self.control_kwargs(self.control_timeout_s()))
         return call
+
+    def statistics_call(self, all_models: bool, timeout_s: float) -> Dict[str, Any]:
+        """Arguments of tritonclient's ``get_inference_statistics``: this client's model (version), or every model
+        (``all_models``, or a client of no model).
+
+        Raises:
+            PyTritonClientValueError: ``all_models`` is not a bool.
+        """
+        kwargs: Dict[str, Any] = {"model_name": self.model_name or "", "model_version": self.model_version or ""}
+        kwargs.update(self.control_kwargs(timeout_s))
+        if verify_flag("all_models", all_models):
+            kwargs.update(model_name="", model_version="")  # Triton's "every model"
+        return kwargs
+
+    def raw_statistics(self, response: Any) -> Dict[str, Any]:
+        """``{"model_stats": [...]}`` from ``get_inference_statistics`` (``statistics_call`` arguments)."""
+        return response if self.protocol is Protocol.HTTP else message_to_dict(response)
 
     def raw_index(self, response: Any) -> List[Dict[str, Any]]:
         """The entries from ``get_model_repository_index`` (``control_kwargs`` arguments)."""
