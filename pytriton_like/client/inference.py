@@ -9,8 +9,6 @@ import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-import tritonclient.grpc
-import tritonclient.http
 from tritonclient.utils import np_to_triton_dtype
 
 from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
@@ -25,6 +23,7 @@ from .arguments import (  # the argument checks: exported here too, where they w
     verify_sequence,
 )
 from .exceptions import PyTritonClientModelDoesntSupportBatchingError, PyTritonClientValueError
+from .connections import tritonclient_module
 from .shared_memory import read_output
 from .url import Protocol
 
@@ -185,7 +184,7 @@ def build_request(
     if not sample:
         _check_batch_size(config, inputs, model_name, model_version)
     add_batch_axis = sample and config.batching
-    lib = tritonclient.http if protocol is Protocol.HTTP else tritonclient.grpc
+    lib = tritonclient_module(protocol, asyncio=False)  # imported at the first request
     region, layout = shared if shared is not None else (None, None)
     wrapped = []
     for name, array in wire_arrays(config, inputs, add_batch_axis).items():

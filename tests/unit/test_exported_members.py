@@ -88,3 +88,18 @@ def test_serving_alone_does_not_import_the_client_side():
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert completed.stdout.strip() == "[]"
+
+
+def test_importing_the_clients_loads_no_transport_until_one_is_used():
+    # tritonclient's HTTP (gevent), gRPC and asyncio (aiohttp) stacks are imported when a client
+    # opens its first connection (client/connections.py), not with the package: ~25 MiB of RSS.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytriton_like.client, pytriton_like.decorators, pytriton_like.model_config; "
+        "print(sorted(m for m in ('gevent', 'grpc', 'aiohttp', 'tritonclient.http', 'tritonclient.grpc')"
+        " if m in sys.modules))"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "[]"
