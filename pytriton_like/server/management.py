@@ -20,16 +20,19 @@ LOAD_TIMEOUT_S = 120
 
 
 class ServerModels:
-    """The model-management calls of a running server started by ``Triton``.
+    """The model-management calls of a running server (started by ``Triton``, or another's for ``RemoteTriton``).
 
     Args:
-        control: the server's HTTP control calls.
-        server: the server process (for its log, and its stubs' regions).
+        control: the server's control calls.
+        server: the server process (for its log, and its stubs' regions); ``None`` for a server
+            another process started (``RemoteTriton``).
+        name: how errors name the server.
     """
 
-    def __init__(self, control: ServerControl, server: ServerProcess):
+    def __init__(self, control: ServerControl, server: Optional[ServerProcess], name: str = "tritonserver"):
         self.control = control
         self._server = server
+        self._name = name
 
     @contextlib.contextmanager
     def failing_to(self, operation: str) -> Iterator[None]:
@@ -37,13 +40,24 @@ class ServerModels:
         try:
             yield
         except ControlError as exc:
-            raise PyTritonServerError(f"tritonserver failed to {operation}: {exc}", log_tail=self._server.log_tail()) from None
+            log_tail = self._server.log_tail() if self._server is not None else None
+            raise PyTritonServerError(f"{self._name} failed to {operation}: {exc}", log_tail=log_tail) from None
 
-    def load(self, model_name: str, operation: Optional[str] = None) -> None:
-        """Load (or reload) a model; ``operation`` names it in the error (default: ``load model 'name'``)."""
+    def load(
+        self,
+        model_name: str,
+        operation: Optional[str] = None,
+        config: Optional[str] = None,
+        files: Optional[Dict[str, bytes]] = None,
+    ) -> None:
+        """Load (or reload) a model; ``operation`` names it in the error (default: ``load model 'name'``).
+
+        ``config`` and ``files``: the model's entry sent with the call (see :meth:`ServerControl.load`).
+        """
         with self.failing_to(operation or f"load model {model_name!r}"):
-            self.control.load(model_name, LOAD_TIMEOUT_S)
-            self._server.protect_stub_regions()
+            self.control.load(model_name, LOAD_TIMEOUT_S, config=config, files=files)
+            if self._server is not None:
+                self._server.protect_stub_regions()
 
     def unload(self, model_name: str) -> None:
         """Unload every version of a model; returns once Triton has unloaded it."""
