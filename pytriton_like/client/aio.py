@@ -16,7 +16,7 @@ import numpy as np
 from ..model_config.triton_model_config import TritonModelConfig
 from .arguments import CallArgs, ParametersT, SequenceIdT
 from .base import BaseModelClient
-from .connections import CONTROL, INFERENCE, AsyncConnections
+from .connections import CONTROL, INFERENCE
 from .exceptions import PyTritonClientInferenceServerError
 from .inference import InferRequest
 from .server_client import AsyncioServerClient
@@ -40,36 +40,10 @@ class AsyncioModelClient(BaseModelClient, AsyncioServerClient):
         ...     result = await client.infer_sample(np.array([1.0], np.float32))
     """
 
-    def __init__(
-        self,
-        url: str,
-        model_name: str,
-        model_version: Optional[str] = None,
-        *,
-        lazy_init: bool = True,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        model_config: Optional[TritonModelConfig] = None,
-        ensure_model_is_ready: bool = True,
-        access_token: Optional[str] = None,
-        use_shared_memory: bool = False,
-    ):
-        BaseModelClient.__init__(
-            self,
-            url,
-            model_name,
-            model_version,
-            lazy_init=lazy_init,
-            init_timeout_s=init_timeout_s,
-            inference_timeout_s=inference_timeout_s,
-            model_config=model_config,
-            ensure_model_is_ready=ensure_model_is_ready,
-            access_token=access_token,
-            use_shared_memory=use_shared_memory,
-        )
-        self._connections = AsyncConnections(self._core)
-        self._shared = AsyncSharedRegions(self.call_server) if use_shared_memory else None
-        self._ready_lock: Optional[asyncio.Lock] = None
+    _SHARED_REGIONS = AsyncSharedRegions
+
+    def _init_io(self) -> None:
+        self._ready_lock: Optional[asyncio.Lock] = None  # made in the loop of the first wait
 
     @property
     async def model_config(self) -> TritonModelConfig:

@@ -21,11 +21,26 @@ __all__ = ["BaseClient", "BaseModelClient"]
 
 
 class BaseClient:
-    """A client of a Triton server, apart from its I/O (a subclass sets ``_core`` and ``_connections``)."""
+    """A client of a Triton server, apart from its I/O (a subclass names its ``_CONNECTIONS``)."""
 
     _ASYNCIO = False  # which of tritonclient's modules the subclass talks through: asyncio or not
+    _CONNECTIONS: Any = None  # the subclass's keeper of tritonclient's clients (connections.py)
     _core: ServerCore
     _connections: Any
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        init_timeout_s: Optional[float] = None,
+        inference_timeout_s: Optional[float] = None,
+        access_token: Optional[str] = None,
+    ):
+        """A client of the server at ``url`` (arguments as ``ModelClient``'s)."""
+        self._core = ServerCore(
+            url, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s, access_token=access_token
+        )
+        self._connections = self._CONNECTIONS(self._core)
 
     @property
     def url(self) -> str:
@@ -67,9 +82,11 @@ class ModelIdentity:
 class BaseModelClient(ModelIdentity, BaseClient):
     """A client of one model, apart from its I/O.
 
-    Takes the arguments of ``ModelClient`` (see there); ``lazy_init`` is kept for the subclass
-    to act on (at construction, or in ``async with``).
+    Takes the arguments of ``ModelClient`` (see there). A subclass names its ``_SHARED_REGIONS``
+    (shared_memory.py) and acts on ``lazy_init`` in ``_init_io`` (at once, or in ``async with``).
     """
+
+    _SHARED_REGIONS: Any = None
 
     def __init__(
         self,
@@ -95,9 +112,15 @@ class BaseModelClient(ModelIdentity, BaseClient):
             access_token=access_token,
             use_shared_memory=use_shared_memory,
         )
+        self._connections = self._CONNECTIONS(self._core)
+        self._shared = self._SHARED_REGIONS(self.call_server) if use_shared_memory else None
         self._lazy_init = lazy_init
         # ready: waited for, and the config read (or given and not to be checked)
         self._ready = model_config is not None and not ensure_model_is_ready
+        self._init_io()
+
+    def _init_io(self) -> None:
+        """What the subclass's I/O needs once constructed (its locks; a wait for the model unless ``lazy_init``)."""
 
     @classmethod
     def from_existing_client(cls, existing_client: "BaseModelClient") -> Any:

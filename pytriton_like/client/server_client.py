@@ -8,12 +8,11 @@ model client's the model too.
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Dict, List, Optional
+from typing import Any, Awaitable, Dict, List
 
 from .base import BaseClient
 from .connections import CONTROL, AsyncConnections, Connections
 from .readiness import NOT_YET, IndexAnswer, Readiness, ReadinessWaiter, run_wait, run_wait_async
-from .server_core import ServerCore
 
 __all__ = ["ServerClient", "AsyncioServerClient"]
 
@@ -30,18 +29,7 @@ class ServerClient(BaseClient):
         access_token: token for Triton's restricted endpoints (``None``: found on this host, docs/security.md).
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        access_token: Optional[str] = None,
-    ):
-        self._core = ServerCore(
-            url, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s, access_token=access_token
-        )
-        self._connections = Connections(self._core)
+    _CONNECTIONS = Connections
 
     def wait_for_server(self, timeout_s: float) -> None:
         """Waits for the server to be ready.
@@ -168,19 +156,7 @@ class AsyncioServerClient(BaseClient):
     """Asyncio client of a Triton server's own calls (see :class:`ServerClient`); it stays in the loop it was used in."""
 
     _ASYNCIO = True
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        access_token: Optional[str] = None,
-    ):
-        self._core = ServerCore(
-            url, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s, access_token=access_token
-        )
-        self._connections = AsyncConnections(self._core)
+    _CONNECTIONS = AsyncConnections
 
     async def wait_for_server(self, timeout_s: float) -> None:
         """Waits for the server to be ready (see ``ServerClient.wait_for_server``)."""

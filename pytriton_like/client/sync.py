@@ -14,7 +14,7 @@ import numpy as np
 from ..model_config.triton_model_config import TritonModelConfig
 from .arguments import CallArgs, ParametersT, SequenceIdT
 from .base import BaseModelClient
-from .connections import INFERENCE, Connections
+from .connections import INFERENCE
 from .exceptions import PyTritonClientInferenceServerError
 from .inference import InferRequest
 from .server_client import ServerClient
@@ -63,37 +63,11 @@ class ModelClient(BaseModelClient, ServerClient):
         {'y': array([2.], dtype=float32)}
     """
 
-    def __init__(
-        self,
-        url: str,
-        model_name: str,
-        model_version: Optional[str] = None,
-        *,
-        lazy_init: bool = True,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        model_config: Optional[TritonModelConfig] = None,
-        ensure_model_is_ready: bool = True,
-        access_token: Optional[str] = None,
-        use_shared_memory: bool = False,
-    ):
-        BaseModelClient.__init__(
-            self,
-            url,
-            model_name,
-            model_version,
-            lazy_init=lazy_init,
-            init_timeout_s=init_timeout_s,
-            inference_timeout_s=inference_timeout_s,
-            model_config=model_config,
-            ensure_model_is_ready=ensure_model_is_ready,
-            access_token=access_token,
-            use_shared_memory=use_shared_memory,
-        )
-        self._connections = Connections(self._core)
-        self._shared = SharedRegions(self.call_server) if use_shared_memory else None
+    _SHARED_REGIONS = SharedRegions
+
+    def _init_io(self) -> None:
         self._ready_lock = threading.Lock()
-        if not lazy_init:
+        if not self._lazy_init:
             try:
                 self._ensure_ready()
             except BaseException:
