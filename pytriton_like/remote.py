@@ -215,7 +215,8 @@ class RemoteTriton:
     # -- internals ---------------------------------------------------------------------------
 
     def _open(self) -> None:
-        token = self._access_token if self._access_token is not None else read_token(self._url.port)
+        # the token given, else the one the server's owner recorded, read at each call (it may not exist yet)
+        token = self._access_token if self._access_token is not None else lambda: read_token(self._url.port)
         control = ServerControl(self._url.hostname, self._url.port, token, grpc=self._url.scheme == "grpc")
         self._models_api = ServerModels(control, None, name=f"the Triton server at {self._url}")
         self._wait_for_server()

@@ -8,7 +8,7 @@ with a ``grpc://`` url: the health and load/unload calls). Its refusals are ``Co
 """
 
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 # Imported with the module, not at first call: a call can come while the server starts, when a
 # signal may cut serve() short, and an import cut short leaves gevent half-initialised.
@@ -34,16 +34,29 @@ class ServerControl:
     """Calls Triton's model-repository and health endpoints on ``host:port``.
 
     Args:
-        access_token: sent with every call, for the restricted API groups (security.py).
+        access_token: sent with every call, for the restricted API groups (security.py); or a
+            function that tells it at each call.
         grpc: talk to the gRPC endpoint on ``host:port`` instead of HTTP (the health and
             load/unload calls; the others answer in protobuf there).
     """
 
-    def __init__(self, host: str, port: int, access_token: Optional[str] = None, *, grpc: bool = False):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        access_token: Union[str, None, Callable[[], Optional[str]]] = None,
+        *,
+        grpc: bool = False,
+    ):
         self._address = f"{host}:{port}"
         self._grpc = grpc
-        header = f"triton-grpc-protocol-{ACCESS_TOKEN_HEADER}" if grpc else ACCESS_TOKEN_HEADER
-        self._headers = {header: access_token} if access_token else None
+        self._header = f"triton-grpc-protocol-{ACCESS_TOKEN_HEADER}" if grpc else ACCESS_TOKEN_HEADER
+        self._token = access_token
+
+    def _headers(self) -> Optional[Dict[str, str]]:
+        """The token's header, read now when the token is a function (RemoteTriton: the owner's file)."""
+        token = self._token() if callable(self._token) else self._token
+        return {self._header: token} if token else None
 
     @property
     def address(self) -> str:
@@ -61,11 +74,11 @@ class ServerControl:
                 that cannot read our files.
         """
         extra: Dict[str, Any] = {"config": config, "files": files} if config is not None else {}
-        self._call(timeout_s, lambda client: client.load_model(model_name, headers=self._headers, **extra))
+        self._call(timeout_s, lambda client: client.load_model(model_name, headers=self._headers(), **extra))
 
     def unload(self, model_name: str, timeout_s: float) -> None:
         """Unload a model."""
-        self._call(timeout_s, lambda client: client.unload_model(model_name, headers=self._headers))
+        self._call(timeout_s, lambda client: client.unload_model(model_name, headers=self._headers()))
 
     def wait_unloaded(self, model_name: str, timeout_s: float) -> None:
         """Wait until no version of the model is loaded or unloading (Triton's unload returns before that).
@@ -96,14 +109,14 @@ class ServerControl:
     def server_live(self, timeout_s: float = 10) -> bool:
         """Whether the server is live (answers at all)."""
         try:
-            return self._call(timeout_s, lambda client: client.is_server_live(headers=self._headers))
+            return self._call(timeout_s, lambda client: client.is_server_live(headers=self._headers()))
         except ControlError:
             return False
 
     def server_ready(self, timeout_s: float = 10) -> bool:
         """Whether the server reports ready (``/v2/health/ready`` answers 200)."""
         try:
-            return self._call(timeout_s, lambda client: client.is_server_ready(headers=self._headers))
+            return self._call(timeout_s, lambda client: client.is_server_ready(headers=self._headers()))
         except ControlError:
             return False
 
@@ -111,19 +124,19 @@ class ServerControl:
         """Whether the model (version) is ready."""
         try:
             return self._call(
-                timeout_s, lambda client: client.is_model_ready(model_name, _version(version), headers=self._headers)
+                timeout_s, lambda client: client.is_model_ready(model_name, _version(version), headers=self._headers())
             )
         except ControlError:
             return False
 
     def repository_index(self, timeout_s: float = 10) -> List[Dict[str, Any]]:
         """Every model of every repository: ``name``, and ``version``, ``state``, ``reason`` once loaded."""
-        return self._call(timeout_s, lambda client: client.get_model_repository_index(headers=self._headers))
+        return self._call(timeout_s, lambda client: client.get_model_repository_index(headers=self._headers()))
 
     def model_config(self, model_name: str, version: Optional[int] = None, timeout_s: float = 10) -> Dict[str, Any]:
         """The configuration of a loaded model (version)."""
         return self._call(
-            timeout_s, lambda client: client.get_model_config(model_name, _version(version), headers=self._headers)
+            timeout_s, lambda client: client.get_model_config(model_name, _version(version), headers=self._headers())
         )
 
     def statistics(
@@ -133,7 +146,7 @@ class ServerControl:
         return self._call(
             timeout_s,
             lambda client: client.get_inference_statistics(
-                model_name or "", _version(version) if model_name else "", headers=self._headers
+                model_name or "", _version(version) if model_name else "", headers=self._headers()
             ),
         )
 
