@@ -11,6 +11,7 @@ whose workspace has the relay's backend). Closing a ``RemoteTriton``
 unloads its models; the server and its other models go on serving.
 """
 
+import hashlib
 import logging
 import os
 import pathlib
@@ -43,6 +44,7 @@ MONITORING_PERIOD_S = 10.0
 _SERVER_TIMEOUT_S = 120  # waiting for the server to be ready (PyTriton's DEFAULT_TRITON_STARTUP_TIMEOUT_S)
 _LOAD_TIMEOUT_S = 120
 _POLL_S = 0.1
+_BINDING_PARAMETER = "pytriton_like_binding"  # names the binding in a remote model's config
 
 
 class RemoteTriton:
@@ -297,10 +299,16 @@ def _entry_for_load_api(model_dir: pathlib.Path):
     from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
 
     message = text_format.Parse((model_dir / "config.pbtxt").read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
-    config_json = json_format.MessageToJson(message, preserving_proto_field_name=True)
     files = {}
     for path in sorted(model_dir.rglob("*")):
         if path.is_file() and path.name != "config.pbtxt" and "__pycache__" not in path.parts:
             files[f"file:{path.relative_to(model_dir).as_posix()}"] = path.read_bytes()
+    # Triton keeps a loaded model's running instances when a load brings the same config, whatever
+    # the files: a model of the server's own under this name would go on answering from its
+    # process. The files (relay.conf: our sockets) name this binding, so their digest goes in the
+    # config, and the load replaces the model, as PyTriton's RemoteTriton does.
+    digest = hashlib.sha256(b"".join(name.encode() + data for name, data in files.items())).hexdigest()[:16]
+    message.parameters[_BINDING_PARAMETER].string_value = digest
+    config_json = json_format.MessageToJson(message, preserving_proto_field_name=True)
     return config_json, files
 

@@ -77,7 +77,6 @@ def build_proxy_tracer_from_triton_config(trace_config: List[str]) -> Any:
             for pair in item.split("opentelemetry,resource=", 1)[1].split(","):
                 key, _, value = pair.partition("=")
                 attributes[key] = value
-    from opentelemetry import trace  # noqa: PLC0415 - optional dependency
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: PLC0415
     from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
     from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415

@@ -153,14 +153,15 @@ def environment(work: Path) -> dict:
 
 def install_plugins(work: Path) -> None:
     marker = work / "plugins" / ".installed"
-    if marker.exists():
+    wanted = "\n".join(PLUGINS)
+    if marker.exists() and marker.read_text() == wanted:
         return
     # --no-deps: their dependencies (pytest itself...) are in the virtualenv already
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(work / "plugins"), *PLUGINS],
         check=True,
     )
-    marker.touch()
+    marker.write_text(wanted)
 
 
 def run(cmd: list[str], cwd: Path, env: dict, timeout_s: float, log: Path) -> int:

@@ -10,7 +10,7 @@ import pytest
 from pytriton_like.client import AsyncioModelClient, FuturesModelClient, ModelClient
 from pytriton_like.client.exceptions import PyTritonClientError, PyTritonClientModelUnavailableError
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonModelConfigError, PyTritonValidationError
-from pytriton_like.model_config import ModelConfig, Tensor
+from pytriton_like.model_config import ModelConfig
 from pytriton_like.runner import TritonRunner
 from pytriton_like.triton import Triton
 

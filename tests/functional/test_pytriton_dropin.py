@@ -82,6 +82,20 @@ def test_remote_triton_binds_to_another_triton_and_its_models_survive_the_remote
             assert not raw.is_model_ready("Remote")
 
 
+def test_remote_triton_binding_a_served_name_replaces_that_model():
+    # PyTriton's L0_remote_life_cycle name clash: the remote callable answers, and once the
+    # RemoteTriton stops the name is unloaded (Triton kept the server's own instances before).
+    config = free_config()
+    with Triton(config=config) as triton:
+        triton.bind("Shared", double, X, Y, config=ModelConfig(max_batch_size=8))
+        with RemoteTriton(url=url_of(config, "http")) as remote:
+            remote.bind("Shared", triple, X, Y, config=ModelConfig(max_batch_size=8))
+            with ModelClient(url_of(config, "http"), "Shared") as client:
+                assert client.infer_sample(np.array([2.0], np.float32))["y"].tolist() == [6.0]
+        with create_client_from_url(url_of(config, "http")) as raw:
+            assert not raw.is_model_ready("Shared")
+
+
 def test_remote_triton_without_a_server_in_time_is_an_error(monkeypatch):
     monkeypatch.setattr("pytriton_like.remote._SERVER_TIMEOUT_S", 1)
     config = free_config()

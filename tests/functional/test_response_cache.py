@@ -8,7 +8,7 @@ import pytest
 from pytriton_like.client import ModelClient
 from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, Tensor
-from pytriton_like.triton import Triton, TritonConfig
+from pytriton_like.triton import Triton
 
 from .conftest import checked_for_leaks, free_config, url_of
 

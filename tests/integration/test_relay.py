@@ -23,7 +23,7 @@ from pytriton_like.relay.protocol import (
     read_header,
 )
 from pytriton_like.relay.shm import Arena, map_received
-from pytriton_like.relay.transport import ChannelClosed, connect
+from pytriton_like.relay.transport import connect
 from pytriton_like.worker.calling import BatchCall, ResponseStream
 from pytriton_like.worker.handling import DEFAULT_SHM_THRESHOLD, BatchHandler
 from pytriton_like.worker.instance import InstanceWorker
