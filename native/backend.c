@@ -748,6 +748,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {
   void* state;
   TRY(TRITONBACKEND_ModelState(model, &state));
   struct model_state* model_state = state;
+  if (model_state == NULL) return NULL; /* Triton finalizes a model whose initialize failed, too */
   metrics_model_delete(&model_state->metrics);
   free(model_state);
   return NULL;

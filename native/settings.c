@@ -31,6 +31,7 @@ int settings_read(const char* dir, int instance, struct settings* s, char* socke
     return -1;
   }
   int bad = 0;
+  uint64_t version = 0; /* none written: a file of before the versioned format */
   while (fgets(line, sizeof(line), file) != NULL) {
     line[strcspn(line, "\n")] = '\0';
     char* equals = strchr(line, '=');
@@ -57,7 +58,8 @@ int settings_read(const char* dir, int instance, struct settings* s, char* socke
       bad = 1;
       break;
     }
-    if (strcmp(key, "owner_pid") == 0) s->owner_pid = value;
+    if (strcmp(key, "version") == 0) version = value;
+    else if (strcmp(key, "owner_pid") == 0) s->owner_pid = value;
     else if (strcmp(key, "decoupled") == 0) s->decoupled = value != 0;
     else if (strcmp(key, "sequence") == 0) s->sequence = value != 0;
     else if (strcmp(key, "batching") == 0) s->batching = value != 0;
@@ -71,6 +73,13 @@ int settings_read(const char* dir, int instance, struct settings* s, char* socke
   fclose(file);
   if (bad) {
     snprintf(message, message_len, "%s: a line is not key=value with a number", path);
+    return -1;
+  }
+  if (version != SETTINGS_VERSION) {
+    snprintf(message, message_len,
+             "%s has settings version %llu, this relay backend reads version %d: the pytriton_like that bound"
+             " the model and the one whose tritonserver loads it differ; use one release for both",
+             path, (unsigned long long)version, SETTINGS_VERSION);
     return -1;
   }
   if (socket_path != NULL && socket_path[0] == '\0') {

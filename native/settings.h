@@ -1,5 +1,6 @@
 /* The relay's settings for one model version, decided in Python (pytriton_like/models) and
- * handed over as relay.conf next to the version's files: one key=value per line. */
+ * handed over as relay.conf next to the version's files: one key=value per line, "version" first
+ * (pytriton_like/relay/settings.py writes it). */
 #ifndef PYTRITON_LIKE_SETTINGS_H
 #define PYTRITON_LIKE_SETTINGS_H
 
@@ -7,6 +8,7 @@
 #include <stdint.h>
 
 #define SETTINGS_MAX_PATH 108 /* a Unix socket path, NUL included */
+#define SETTINGS_VERSION 1    /* the format of relay.conf this backend reads (relay/settings.py) */
 
 struct settings {
   uint64_t owner_pid;        /* owner_pid: the user process serving the model */
@@ -21,7 +23,7 @@ struct settings {
 };
 
 /* Reads dir/relay.conf. For instance (>= 0) also finds its socket ("socket.<index>=path").
- * 0, or -1 with a message. */
+ * 0, or -1 with a message (a file of another version than SETTINGS_VERSION is refused). */
 int settings_read(const char* dir, int instance, struct settings* settings, char* socket_path, char* message,
                   unsigned message_len);
 

@@ -20,7 +20,7 @@ import signal
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, List, Optional, Sequence, Union
 
 from .access_tokens import read_token
 from .exceptions import PyTritonInvalidOperationError, PyTritonServerError
@@ -30,7 +30,8 @@ from .models.loopback import LoopbackClients
 from .models.model import Model
 from .models.registry import BoundModels
 from .server.config import DEFAULT_RELAY_SPIN_US
-from .server.security import ACCESS_TOKEN_HEADER
+from .server.control import ControlError, ServerControl
+from .server.management import ServerModels
 from .server.workspace import PRIVATE_MODE, WORKSPACE_PREFIX
 from .tracing import model_tracer
 
@@ -80,7 +81,7 @@ class RemoteTriton:
         self._connected = False
         self._stopped = False
         self._stop_requested = threading.Event()
-        self._client: Any = None
+        self._models_api: Optional[ServerModels] = None  # the server's model management, once connected
         self._loopback: Optional[LoopbackClients] = None
         self._tags = 0
 
@@ -204,39 +205,22 @@ class RemoteTriton:
             return False
         if not self._connected:
             return not list(self._models)
-        try:
-            client = self._client
-            return bool(client.is_server_live(headers=self._headers())) and all(
-                client.is_model_ready(model.name, str(model.version), headers=self._headers())
-                and model.is_alive()
-                for model in self._models
-            )
-        except Exception:  # noqa: BLE001 - any failure to reach the server means "not alive"
-            logger.debug("liveness check of %s failed", self._url, exc_info=True)
+        models_api = self._models_api
+        if models_api is None:  # stopped meanwhile
             return False
+        control = models_api.control
+        # a server that cannot be reached is "not alive" (the calls say False)
+        return control.server_live() and all(
+            control.model_ready(model.name, model.version) and model.is_alive() for model in self._models
+        )
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _headers(self) -> Optional[Dict[str, str]]:
-        token = self._access_token
-        if token is None:
-            token = read_token(self._url.port)
-        if token is None:
-            return None
-        header = ACCESS_TOKEN_HEADER if self._url.scheme == "http" else f"triton-grpc-protocol-{ACCESS_TOKEN_HEADER}"
-        return {header: token}
-
     def _open(self) -> None:
-        import tritonclient.grpc  # noqa: PLC0415 - loaded when a RemoteTriton connects
-        import tritonclient.http  # noqa: PLC0415
-
-        address = self._url.without_scheme
-        if self._url.scheme == "grpc":
-            self._client = tritonclient.grpc.InferenceServerClient(address)
-        else:
-            self._client = tritonclient.http.InferenceServerClient(
-                address, connection_timeout=_LOAD_TIMEOUT_S, network_timeout=_LOAD_TIMEOUT_S
-            )
+        # the token given, else the one the server's owner recorded, read at each call (it may not exist yet)
+        token = self._access_token if self._access_token is not None else lambda: read_token(self._url.port)
+        control = ServerControl(self._url.hostname, self._url.port, token, grpc=self._url.scheme == "grpc")
+        self._models_api = ServerModels(control, None, name=f"the Triton server at {self._url}")
         self._wait_for_server()
         if self._workspace_arg is None:
             self._workspace = pathlib.Path(tempfile.mkdtemp(prefix=f"{WORKSPACE_PREFIX}{os.getpid()}-remote-"))
@@ -248,13 +232,10 @@ class RemoteTriton:
         self._loopback = LoopbackClients(self._url.with_scheme, access_token=self._access_token)
 
     def _wait_for_server(self) -> None:
+        control = self._models_api.control
         deadline = time.monotonic() + _SERVER_TIMEOUT_S
-        while True:
-            try:
-                if self._client.is_server_live() and self._client.is_server_ready():
-                    return
-            except Exception:  # noqa: BLE001 - not up yet: any transport error
-                logger.debug("server at %s not ready yet", self._url, exc_info=True)
+        while not (control.server_live() and control.server_ready()):
+            logger.debug("server at %s not ready yet", self._url)
             if time.monotonic() > deadline:
                 raise PyTritonServerError(f"the Triton server at {self._url} was not ready within {_SERVER_TIMEOUT_S} s")
             time.sleep(_POLL_S)
@@ -272,10 +253,7 @@ class RemoteTriton:
         )
         self._models.write_config(repository, model.name)
         config_json, files = _entry_for_load_api(repository / model.name)
-        try:
-            self._client.load_model(model.name, headers=self._headers(), config=config_json, files=files)
-        except Exception as exc:  # noqa: BLE001 - tritonclient raises InferenceServerException and transport errors
-            raise PyTritonServerError(f"the Triton server at {self._url} failed to load model {model.name!r}: {exc}") from None
+        self._models_api.load(model.name, config=config_json, files=files)
         logger.info("model %s version %s loaded on %s", model.name, model.version, self._url)
 
     def _forget(self, model: Model) -> None:
@@ -284,13 +262,15 @@ class RemoteTriton:
             model.teardown(self._workspace / "model_repository")
 
     def _unload(self, name: str) -> None:
+        control = self._models_api.control
         try:
-            self._client.unload_model(name, headers=self._headers())
-            deadline = time.monotonic() + _LOAD_TIMEOUT_S
-            while self._client.is_model_ready(name, headers=self._headers()) and time.monotonic() < deadline:
-                time.sleep(_POLL_S)
-        except Exception as exc:  # noqa: BLE001 - the server may be gone: nothing left to unload then
+            control.unload(name, _LOAD_TIMEOUT_S)
+        except ControlError as exc:  # the server may be gone: nothing left to unload then
             logger.warning("could not unload model %s from %s: %s", name, self._url, exc)
+            return
+        deadline = time.monotonic() + _LOAD_TIMEOUT_S
+        while control.model_ready(name) and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
 
     def _close(self) -> None:
         if self._loopback is not None:
@@ -305,12 +285,7 @@ class RemoteTriton:
                 for folder in ("model_repository", "sockets"):
                     shutil.rmtree(self._workspace / folder, ignore_errors=True)
             self._workspace = None
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:  # noqa: BLE001 - closing must not fail
-                logger.debug("closing the client of %s", self._url, exc_info=True)
-            self._client = None
+        self._models_api = None  # its calls open and close a connection each
 
     def _on_unrecoverable(self, error: BaseException) -> None:
         logger.error("unrecoverable error in an inference callable; stopping: %s", error)

@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from ..exceptions import PyTritonError
 from ..model_config.common import DeviceKind, DynamicBatcher, QueuePolicy, SequenceBatcher, SequenceStrategy, TimeoutAction
-from ..model_config.generator import triton_to_dtype
+from ..model_config.validation import triton_to_dtype
 from ..model_config.triton_model_config import ResponseCache, TensorSpec, TritonModelConfig
 from .exceptions import PyTritonClientError
 

@@ -6,18 +6,18 @@ It never talks to the server: :class:`~pytriton_like.client.sync.ModelClient` an
 :class:`~pytriton_like.client.aio.AsyncioModelClient` do, each in its own few methods.
 """
 
-import contextlib
 import itertools
 import logging
 import threading
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..access_tokens import is_local_host, read_token
+from ..access_tokens import is_local_host
 from ..model_config.triton_model_config import TritonModelConfig
 from .config_parser import parse_model_config
-from .error_mapping import ErrorContext, map_errors, translate_stream_error
+from .arguments import CallArgs
+from .error_mapping import translate_stream_error
 from .exceptions import (
     PyTritonClientClosedError,
     PyTritonClientError,
@@ -27,21 +27,14 @@ from .exceptions import (
 )
 from .inference import (
     InferRequest,
-    ParametersT,
-    SequenceIdT,
     bind_inputs,
     build_request,
     parse_result,
-    verify_headers,
-    verify_inputs_args,
-    verify_parameters,
     verify_flag,
-    verify_sequence,
     wire_arrays,
 )
-from .management import index_entries, message_to_dict
-from .readiness import ReadinessWaiter
-from .server_calls import ServerCall, build_server_call
+from .management import message_to_dict
+from .server_core import DEFAULT_INFERENCE_TIMEOUT_S, DEFAULT_INIT_TIMEOUT_S, ServerCore
 from .shared_memory import Layout, needed_output_bytes, plan_layout
 from .url import Protocol, TritonUrl
 
@@ -55,14 +48,6 @@ __all__ = [
 
 _LOGGER = logging.getLogger(__name__)
 
-DEFAULT_INIT_TIMEOUT_S = 300.0
-DEFAULT_INFERENCE_TIMEOUT_S = 60.0
-# After a readiness wait expired, one more call asks the repository index why; it gets this long.
-_VERDICT_TIMEOUT_S = 1.0
-_MIN_PROBE_TIMEOUT_S = 0.05
-# Where Triton's restricted endpoints look for the access token (--http-restricted-api /
-# --grpc-restricted-protocol ...:triton-access-token=<token>); gRPC prefixes the metadata key.
-_ACCESS_TOKEN_HEADERS = {Protocol.HTTP: "triton-access-token", Protocol.GRPC: "triton-grpc-protocol-triton-access-token"}
 # Set by Triton on the last response of a request in a gRPC stream.
 _FINAL_RESPONSE_PARAMETER = "triton_final_response"
 
@@ -87,44 +72,8 @@ def streaming_url(url: str, client_name: str) -> TritonUrl:
     return parsed
 
 
-class CallArgs:
-    """The checked arguments of one ``infer_sample`` / ``infer_batch`` call, before the model config is known.
-
-    ``sample`` is True for a sample, False for a batch, and None for inputs sent as given: with a
-    batch axis exactly when the model batches (the runner's calls).
-    """
-
-    __slots__ = ("inputs", "named_inputs", "parameters", "headers", "sample", "sequence")
-
-    def __init__(
-        self,
-        inputs: Sequence[np.ndarray],
-        named_inputs: Mapping[str, np.ndarray],
-        parameters: ParametersT,
-        headers: ParametersT,
-        sample: Optional[bool],
-        *,
-        sequence_id: SequenceIdT = None,
-        sequence_start: bool = False,
-        sequence_end: bool = False,
-    ):
-        verify_inputs_args(inputs, named_inputs)
-        self.inputs = tuple(inputs)
-        self.named_inputs = dict(named_inputs)
-        self.parameters = verify_parameters(parameters)
-        self.headers = verify_headers(headers)
-        self.sample = sample
-        verify_sequence(sequence_id, sequence_start, sequence_end)
-        # build_request's keyword arguments; empty outside a sequence
-        self.sequence: Dict[str, Any] = (
-            {}
-            if sequence_id is None
-            else {"sequence_id": sequence_id, "sequence_start": sequence_start, "sequence_end": sequence_end}
-        )
-
-
-class ClientCore:
-    """What a model client is, without its connections.
+class ClientCore(ServerCore):
+    """What a model client is, without its connections: a :class:`ServerCore` with a model.
 
     Args:
         url: server url, ``[http://|grpc://]host[:port]``.
@@ -157,7 +106,7 @@ class ClientCore:
         access_token: Optional[str] = None,
         use_shared_memory: bool = False,
     ):
-        self.url = TritonUrl.from_url(url)
+        parsed = TritonUrl.from_url(url)
         if not isinstance(model_name, str) or not model_name:
             raise PyTritonClientValueError(f"model_name must be a non-empty string, got {model_name!r}")
         if model_version is not None:
@@ -166,20 +115,14 @@ class ClientCore:
             model_version = str(model_version) or None
         self.model_name = model_name
         self.model_version = model_version
-        self.init_timeout_s = _timeout("init_timeout_s", init_timeout_s, DEFAULT_INIT_TIMEOUT_S)
-        self.inference_timeout_s = _timeout("inference_timeout_s", inference_timeout_s, DEFAULT_INFERENCE_TIMEOUT_S)
+        super().__init__(
+            parsed, init_timeout_s=init_timeout_s, inference_timeout_s=inference_timeout_s, access_token=access_token
+        )
         if model_config is not None and not isinstance(model_config, TritonModelConfig):
             raise PyTritonClientValueError(
                 f"model_config must be a TritonModelConfig, got {type(model_config).__name__}"
             )
         self._model_config = model_config
-        if access_token is not None and (not isinstance(access_token, str) or not access_token):
-            raise PyTritonClientValueError("access_token must be a non-empty string or None")
-        self._access_token = access_token
-        self._auth_headers = {_ACCESS_TOKEN_HEADERS[self.protocol]: access_token} if access_token else {}
-        # Without a token, a client of a server on this host uses the one its owner recorded for
-        # this port (access_tokens.py), once there is one.
-        self._find_token = access_token is None and is_local_host(self.url.hostname)
         self._request_ids = itertools.count(0)  # from 0, as PyTriton's clients
         self._closed = threading.Event()
         self.use_shared_memory = verify_flag("use_shared_memory", use_shared_memory)
@@ -209,80 +152,9 @@ class ClientCore:
         return kwargs
 
     @property
-    def protocol(self) -> Protocol:
-        """HTTP or gRPC."""
-        return self.url.protocol
-
-    @property
     def model_config(self) -> Optional[TritonModelConfig]:
         """The model configuration, once known."""
         return self._model_config
-
-    @property
-    def closed(self) -> bool:
-        """Whether the client was closed."""
-        return self._closed.is_set()
-
-    def close(self) -> None:
-        """Marks the client closed; later calls raise :class:`PyTritonClientClosedError`."""
-        self._closed.set()
-
-    def check_open(self) -> None:
-        """Raises :class:`PyTritonClientClosedError` if the client was closed."""
-        if self._closed.is_set():
-            raise PyTritonClientClosedError(
-                f"the client of model {self.model_name!r} at {self.url} is closed", **self._attributes()
-            )
-
-    def context(self, operation: str, timeout_s: Optional[float] = None, *, server_wide: bool = False) -> ErrorContext:
-        """The error context of an operation of this client (``server_wide``: of no model)."""
-        return ErrorContext(
-            operation=operation,
-            model_name=None if server_wide else self.model_name,
-            model_version=None if server_wide else self.model_version,
-            url=self.url.with_scheme,
-            timeout_s=timeout_s,
-        )
-
-    @contextlib.contextmanager
-    def errors(self, operation: str, timeout_s: Optional[float] = None, *, server_wide: bool = False) -> Iterator[None]:
-        """Maps errors of the I/O inside to client errors (see :mod:`.error_mapping`); ``server_wide``:
-        the operation concerns no model (``call_server``).
-
-        Any error that happens because the client was closed meanwhile (from another
-        thread) becomes :class:`PyTritonClientClosedError`.
-        """
-        try:
-            with map_errors(self.context(operation, timeout_s, server_wide=server_wide)):
-                yield
-        except Exception as exc:
-            # a call racing close() fails in whatever way its closed connection does (grpc raises
-            # ValueError on a closed channel); what the caller needs to know is that it was closed
-            if self._closed.is_set() and not isinstance(exc, PyTritonClientClosedError):
-                raise PyTritonClientClosedError(
-                    f"the client of model {self.model_name!r} at {self.url} was closed during {operation}: {exc}",
-                    **self._attributes(),
-                ) from exc
-            raise
-
-    def pause(self, seconds: float) -> None:
-        """Sleeps between readiness probes (sync clients); returns early, raising, if the client is closed."""
-        self._closed.wait(seconds)
-        self.check_open()
-
-    def waiter(self, timeout_s: Optional[float], asyncio_words: bool = False) -> ReadinessWaiter:
-        """A readiness wait of ``timeout_s`` (default: ``init_timeout_s``); ``asyncio_words``: its
-        timeout errors begin as PyTriton's asyncio clients' do."""
-        timeout_s = self.init_timeout_s if timeout_s is None else _timeout("timeout_s", timeout_s, None)
-        return ReadinessWaiter(timeout_s, self.context("wait for readiness", timeout_s), asyncio_words=asyncio_words)
-
-    def control_timeout_s(self, waiter: Optional[ReadinessWaiter] = None) -> float:
-        """Timeout of one readiness probe or config read: never past the wait's deadline."""
-        limit = min(self.inference_timeout_s, self.init_timeout_s)
-        if waiter is None:
-            return limit
-        # a probe gets at least 50 ms, so that a nearly spent deadline still allows a real try
-        return max(_MIN_PROBE_TIMEOUT_S, min(limit, waiter.remaining()))
 
     def set_model_config(self, raw_config: Mapping[str, Any]) -> TritonModelConfig:
         """Parses and keeps the server's JSON model config (for gRPC, its ``config`` member)."""
@@ -432,25 +304,6 @@ class ClientCore:
             )
         return translate_stream_error(exc, self.context("streaming inference", timeout_s))
 
-    def grpc_kwargs(self, timeout_s: float) -> Dict[str, float]:
-        """Per-call timeout keyword arguments of tritonclient.grpc (HTTP has its timeouts per client)."""
-        return {"client_timeout": timeout_s} if self.protocol is Protocol.GRPC else {}
-
-    def control_kwargs(self, timeout_s: float) -> Dict[str, Any]:
-        """Keyword arguments of tritonclient's readiness calls: timeout (gRPC) and access token."""
-        kwargs: Dict[str, Any] = self.grpc_kwargs(timeout_s)
-        if self._find_token and not self._auth_headers:
-            token = read_token(self.url.port)
-            if token is not None:
-                self._auth_headers = {_ACCESS_TOKEN_HEADERS[self.protocol]: token}
-        if self._auth_headers:
-            kwargs["headers"] = dict(self._auth_headers)
-        return kwargs
-
-    def verdict_timeout_s(self) -> float:
-        """Timeout of the repository-index call that explains an expired readiness wait."""
-        return min(_VERDICT_TIMEOUT_S, self.control_timeout_s())
-
     # -- model management: tritonclient's arguments and its answers in HTTP's JSON shape ----------
 
     def model_call(self, timeout_s: float) -> Dict[str, Any]:
@@ -458,17 +311,6 @@ class ClientCore:
         ``get_inference_statistics`` for this client's model and version (gRPC answers as protobuf)."""
         kwargs: Dict[str, Any] = {"model_name": self.model_name, "model_version": self.model_version or ""}
         kwargs.update(self.control_kwargs(timeout_s))
-        return kwargs
-
-    def statistics_call(self, all_models: bool, timeout_s: float) -> Dict[str, Any]:
-        """Arguments of tritonclient's ``get_inference_statistics``: this client's model (version), or every model.
-
-        Raises:
-            PyTritonClientValueError: ``all_models`` is not a bool.
-        """
-        kwargs = self.model_call(timeout_s)
-        if verify_flag("all_models", all_models):
-            kwargs.update(model_name="", model_version="")  # Triton's "every model"
         return kwargs
 
     def load_call(self, config: Optional[str], files: Optional[Dict[str, bytes]]) -> Dict[str, Any]:
@@ -491,16 +333,6 @@ class ClientCore:
         kwargs.update(self.control_kwargs(self.inference_timeout_s))
         return kwargs
 
-    def server_call(self, name: str, arguments: Mapping[str, Any]) -> ServerCall:
-        """A server-wide call (``server_calls.SERVER_CALLS``) with the token and, for gRPC, the timeout.
-
-        Raises:
-            PyTritonClientValueError: an unknown call or a bad argument.
-        """
-        call = build_server_call(self.protocol, name, arguments)
-        call.kwargs.update(self.control_kwargs(self.control_timeout_s()))
-        return call
-
     def raw_model_config(self, response: Any) -> Dict[str, Any]:
         """The model config dict from ``get_model_config`` (``model_call`` arguments), as HTTP sends it."""
         if self.protocol is Protocol.HTTP:
@@ -509,24 +341,12 @@ class ClientCore:
             return response.get("config", response)
         return message_to_dict(response.config)
 
-    def raw_statistics(self, response: Any) -> Dict[str, Any]:
-        """``{"model_stats": [...]}`` from ``get_inference_statistics`` (``model_call`` arguments)."""
-        return response if self.protocol is Protocol.HTTP else message_to_dict(response)
-
-    def raw_index(self, response: Any) -> List[Dict[str, Any]]:
-        """The entries from ``get_model_repository_index`` (``control_kwargs`` arguments)."""
-        return index_entries(response)
-
     def _require_config(self) -> TritonModelConfig:
         if self._model_config is None:
             raise PyTritonClientError(
                 f"the configuration of model {self.model_name!r} is not known yet", **self._attributes()
             )
         return self._model_config
-
-    def _attributes(self) -> dict:
-        return {"model_name": self.model_name, "model_version": self.model_version, "url": self.url.with_scheme}
-
 
 def _fixed_bytes(spec: Any, batch: int) -> Optional[int]:
     """Bytes of an output whose shape the config fixes (no -1) and whose type numpy sizes; else None."""
@@ -539,12 +359,3 @@ def _fixed_bytes(spec: Any, batch: int) -> Optional[int]:
     if dtype.kind in "OSU":
         return None
     return batch * int(np.prod(spec.shape, dtype=np.int64)) * dtype.itemsize
-
-
-def _timeout(name: str, value: Optional[float], default: Optional[float]) -> float:
-    if value is None and default is not None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise PyTritonClientValueError(f"{name} must be a number of seconds > 0, got {value!r}")
-    return float(value)
-

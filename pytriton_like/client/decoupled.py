@@ -20,12 +20,13 @@ import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
-import tritonclient.grpc
 
 from ..model_config.triton_model_config import TritonModelConfig
+from .connections import tritonclient_module
 from .core import CallArgs, ClientCore, streaming_url
 from .inference import InferRequest, ParametersT
 from .sync import ModelClient
+from .url import Protocol
 
 __all__ = ["DecoupledModelClient"]
 
@@ -53,7 +54,7 @@ class _Stream:
     """
 
     def __init__(self, address: str):
-        self._client = tritonclient.grpc.InferenceServerClient(address)
+        self._client = tritonclient_module(Protocol.GRPC, asyncio=False).InferenceServerClient(address)
         self._lock = threading.Lock()  # send() and close() may run in different threads
         self._responses: "Optional[queue.SimpleQueue[Tuple[Any, Any]]]" = None  # of the open stream
         self._headers: Optional[Dict[str, str]] = None

@@ -26,10 +26,9 @@ import asyncio
 import contextlib
 import dataclasses
 import socket
-from typing import Iterator, Optional
+import sys
+from typing import Iterator, Optional, Tuple
 
-import aiohttp
-import grpc
 from tritonclient.utils import InferenceServerException
 
 from .exceptions import (
@@ -40,10 +39,23 @@ from .exceptions import (
     PyTritonClientTimeoutError,
 )
 
-__all__ = ["ErrorContext", "MAPPED_ERRORS", "translate_error", "translate_stream_error", "map_errors"]
+__all__ = ["ErrorContext", "mapped_errors", "translate_error", "translate_stream_error", "map_errors"]
 
-# What map_errors catches; anything else (e.g. a bug of ours) propagates untouched.
-MAPPED_ERRORS = (InferenceServerException, grpc.RpcError, OSError, asyncio.TimeoutError, aiohttp.ClientError)
+# What map_errors catches (mapped_errors()); anything else (e.g. a bug of ours) propagates untouched.
+_ALWAYS_MAPPED = (InferenceServerException, OSError, asyncio.TimeoutError)
+
+
+def _loaded_type(module: str, name: str) -> Optional[type]:
+    """``module.name`` if that module is loaded. grpc and aiohttp are imported with the clients that
+    use them (client/connections.py): an error of theirs means they are loaded."""
+    return getattr(sys.modules.get(module), name, None)
+
+
+def mapped_errors() -> Tuple[type, ...]:
+    """The errors :func:`map_errors` translates: tritonclient's, the socket layer's, asyncio's
+    timeout, and grpc's ``RpcError`` and aiohttp's ``ClientError`` once those are loaded."""
+    loaded = (_loaded_type("grpc", "RpcError"), _loaded_type("aiohttp", "ClientError"))
+    return _ALWAYS_MAPPED + tuple(kind for kind in loaded if kind is not None)
 
 _TIMEOUT_STATUSES = frozenset({"StatusCode.DEADLINE_EXCEEDED", "408", "504"})
 _NOT_FOUND_STATUSES = frozenset({"StatusCode.NOT_FOUND", "404"})
@@ -95,7 +107,8 @@ def translate_error(exc: BaseException, context: ErrorContext) -> PyTritonClient
         return exc
     if isinstance(exc, InferenceServerException):
         return _from_status(exc.status(), exc.message() or str(exc), context)
-    if isinstance(exc, grpc.RpcError):
+    rpc_error = _loaded_type("grpc", "RpcError")
+    if rpc_error is not None and isinstance(exc, rpc_error):
         code = exc.code() if callable(getattr(exc, "code", None)) else None
         details = exc.details() if callable(getattr(exc, "details", None)) else None
         return _from_status(str(code) if code is not None else None, details or str(exc), context)
@@ -103,7 +116,8 @@ def translate_error(exc: BaseException, context: ErrorContext) -> PyTritonClient
     # since 3.11; aiohttp's ServerTimeoutError is both an asyncio.TimeoutError and a ClientError.
     if isinstance(exc, (socket.timeout, TimeoutError, asyncio.TimeoutError)):
         return _timeout(context, str(exc) or type(exc).__name__)
-    if isinstance(exc, (OSError, aiohttp.ClientError)):
+    client_error = _loaded_type("aiohttp", "ClientError")
+    if isinstance(exc, OSError) or (client_error is not None and isinstance(exc, client_error)):
         return PyTritonClientModelUnavailableError(
             f"{context.describe()} failed: cannot reach the server: {type(exc).__name__}: {exc}",
             **context.attributes(),
@@ -132,12 +146,14 @@ def translate_stream_error(exc: BaseException, context: ErrorContext) -> PyTrito
 
 @contextlib.contextmanager
 def map_errors(context: ErrorContext) -> Iterator[None]:
-    """Re-raises errors of :data:`MAPPED_ERRORS` as client errors chained ``from`` the original."""
+    """Re-raises errors of :func:`mapped_errors` as client errors chained ``from`` the original."""
     try:
         yield
     except PyTritonClientError:
         raise
-    except MAPPED_ERRORS as exc:
+    except Exception as exc:
+        if not isinstance(exc, mapped_errors()):
+            raise
         raise translate_error(exc, context) from exc
 
 

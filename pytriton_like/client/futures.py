@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from .base import ModelIdentity
 from .core import DEFAULT_INIT_TIMEOUT_S
 from .exceptions import PyTritonClientClosedError, PyTritonClientQueueFullError, PyTritonClientValueError
 from .inference import ParametersT, SequenceIdT
@@ -23,7 +24,7 @@ __all__ = ["FuturesModelClient"]
 _LOGGER = logging.getLogger(__name__)
 
 
-class FuturesModelClient:
+class FuturesModelClient(ModelIdentity):
     """Client whose calls return :class:`concurrent.futures.Future` objects.
 
     Args:
@@ -79,6 +80,7 @@ class FuturesModelClient:
             access_token=access_token,
             use_shared_memory=use_shared_memory,
         )
+        self._core = self._client._core  # noqa: SLF001 - the ModelClient it runs on: one model, url and config
         if max_workers is None:
             max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's own default
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -91,16 +93,6 @@ class FuturesModelClient:
         self._queue_wait_s = inference_timeout_s
         self._closed = False
         self._close_lock = threading.Lock()
-
-    @property
-    def model_name(self) -> str:
-        """Name of the model."""
-        return self._client.model_name
-
-    @property
-    def model_version(self) -> Optional[str]:
-        """Requested version of the model (``None``: the latest)."""
-        return self._client.model_version
 
     def wait_for_model(self, timeout_s: float) -> "concurrent.futures.Future[None]":
         """A future that resolves to ``None`` once the server and model are ready.

@@ -6,19 +6,24 @@ arrays. The sync, asyncio and futures clients all go through these functions.
 """
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-import tritonclient.grpc
-import tritonclient.http
-from tritonclient.utils import (
-    TRITON_RESERVED_REQUEST_PARAMS,
-    TRITON_RESERVED_REQUEST_PARAMS_PREFIX,
-    np_to_triton_dtype,
-)
+from tritonclient.utils import np_to_triton_dtype
 
 from ..model_config.triton_model_config import TensorSpec, TritonModelConfig
+from .arguments import (  # the argument checks: exported here too, where they were
+    ParametersT,
+    ParameterValueT,
+    SequenceIdT,
+    verify_flag,
+    verify_headers,
+    verify_inputs_args,
+    verify_parameters,
+    verify_sequence,
+)
 from .exceptions import PyTritonClientModelDoesntSupportBatchingError, PyTritonClientValueError
+from .connections import tritonclient_module
 from .shared_memory import read_output
 from .url import Protocol
 
@@ -37,9 +42,6 @@ __all__ = [
     "parse_result",
 ]
 
-ParameterValueT = Union[str, int, bool, float]
-ParametersT = Optional[Mapping[str, ParameterValueT]]
-SequenceIdT = Optional[Union[int, str]]
 
 _BYTES = "BYTES"
 
@@ -96,105 +98,6 @@ class InferRequest:
                 sequence_end=self.sequence_end,
             )
         return kwargs
-
-
-def verify_inputs_args(inputs: Sequence[Any], named_inputs: Mapping[str, Any]) -> None:
-    """Checks that inputs are given either positionally or by name, not both, and not none.
-
-    Raises:
-        PyTritonClientValueError: no inputs, or positional and named inputs mixed.
-    """
-    if not inputs and not named_inputs:
-        raise PyTritonClientValueError("Provide input data: no inputs given; pass numpy arrays positionally or by input name")
-    if inputs and named_inputs:
-        raise PyTritonClientValueError(
-            "Use either positional either keyword method arguments convention: inputs given both positionally"
-            f" ({len(inputs)}) and by name ({', '.join(named_inputs)})"
-        )
-    for name, value in _labelled(inputs, named_inputs):
-        if not isinstance(value, np.ndarray):
-            raise PyTritonClientValueError(f"input {name} must be a numpy array, got {type(value).__name__}")
-
-
-def verify_parameters(parameters: ParametersT) -> Optional[Dict[str, ParameterValueT]]:
-    """Checks custom request parameters and returns them as a plain dict.
-
-    Raises:
-        PyTritonClientValueError: not a dict, a key that is not a string or that Triton
-            reserves (``priority``, ``timeout``, ``triton_*``...), or a value that is not
-            a str, int, bool or float.
-    """
-    if parameters is None:
-        return None
-    _verify_mapping("parameters", parameters, (str, int, bool, float))
-    for key in parameters:
-        if key in TRITON_RESERVED_REQUEST_PARAMS or key.startswith(TRITON_RESERVED_REQUEST_PARAMS_PREFIX):
-            raise PyTritonClientValueError(
-                f"parameter {key!r} is reserved by Triton; reserved: "
-                f"{', '.join(TRITON_RESERVED_REQUEST_PARAMS)} and names starting with "
-                f"{TRITON_RESERVED_REQUEST_PARAMS_PREFIX!r}"
-            )
-    return dict(parameters)
-
-
-def verify_headers(headers: ParametersT) -> Optional[Dict[str, str]]:
-    """Checks request headers and returns them with lower-case keys and string values.
-
-    Keys are lower-cased because gRPC metadata keys must be, and HTTP header names are
-    case-insensitive anyway.
-
-    Raises:
-        PyTritonClientValueError: not a dict, a key that is not a string, or a value that
-            is not a str, int or bool.
-    """
-    if headers is None:
-        return None
-    _verify_mapping("headers", headers, (str, int, bool))
-    return {key.lower(): str(value) for key, value in headers.items()}
-
-
-def verify_sequence(sequence_id: SequenceIdT, sequence_start: bool, sequence_end: bool) -> None:
-    """Checks the sequence arguments of a request to a stateful model (a sequence batcher).
-
-    Raises:
-        PyTritonClientValueError: a ``sequence_id`` that is not a positive int below 2**64 or a
-            non-empty string, flags that are not bools, or flags without a ``sequence_id``.
-    """
-    verify_flag("sequence_start", sequence_start)
-    verify_flag("sequence_end", sequence_end)
-    if sequence_id is None:
-        if sequence_start or sequence_end:
-            raise PyTritonClientValueError("sequence_start and sequence_end need a sequence_id")
-        return
-    if isinstance(sequence_id, str):
-        if not sequence_id:
-            raise PyTritonClientValueError("sequence_id must not be an empty string")
-    elif isinstance(sequence_id, bool) or not isinstance(sequence_id, int):
-        raise PyTritonClientValueError(
-            f"sequence_id must be an int or a str, got {type(sequence_id).__name__}: {sequence_id!r}"
-        )
-    elif not 0 < sequence_id < 2**64:
-        raise PyTritonClientValueError(f"an integer sequence_id must be within 1..2**64-1, got {sequence_id}")
-
-
-def verify_flag(name: str, value: bool) -> bool:
-    """``value``, if it is True or False; PyTritonClientValueError naming ``name`` otherwise."""
-    if not isinstance(value, bool):
-        raise PyTritonClientValueError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
-def _verify_mapping(what: str, mapping: Any, value_types: Tuple[type, ...]) -> None:
-    if not isinstance(mapping, Mapping):
-        raise PyTritonClientValueError(f"{what} must be a dict, got {type(mapping).__name__}")
-    allowed = ", ".join(t.__name__ for t in value_types)
-    for key, value in mapping.items():
-        if not isinstance(key, str):
-            raise PyTritonClientValueError(f"{what} keys must be strings, got {type(key).__name__}: {key!r}")
-        if not isinstance(value, value_types):
-            raise PyTritonClientValueError(
-                f"{what}[{key!r}] must be one of {allowed}, got {type(value).__name__}: {value!r}"
-            )
 
 
 def bind_inputs(
@@ -281,7 +184,7 @@ def build_request(
     if not sample:
         _check_batch_size(config, inputs, model_name, model_version)
     add_batch_axis = sample and config.batching
-    lib = tritonclient.http if protocol is Protocol.HTTP else tritonclient.grpc
+    lib = tritonclient_module(protocol, asyncio=False)  # imported at the first request
     region, layout = shared if shared is not None else (None, None)
     wrapped = []
     for name, array in wire_arrays(config, inputs, add_batch_axis).items():
@@ -410,8 +313,3 @@ def parse_result(result: Any, request: InferRequest) -> Dict[str, np.ndarray]:
     return arrays
 
 
-def _labelled(inputs: Sequence[Any], named_inputs: Mapping[str, Any]):
-    for index, value in enumerate(inputs):
-        yield f"#{index}", value
-    for name, value in named_inputs.items():
-        yield repr(name), value

@@ -1,9 +1,10 @@
 """Waiting for the server and a model to be ready: deadline, backoff, warnings and verdict (no I/O).
 
-The sync and asyncio clients each run a short loop around :class:`ReadinessWaiter`:
-probe, record, and either return, fail with :meth:`ReadinessWaiter.failure`, or sleep
-:meth:`ReadinessWaiter.next_delay`. Triton has no readiness notification, so polling
-with a short backoff is the only way to wait; it lives only here.
+The wait is written once, as :func:`wait_steps`: probe, record, and either return, fail with
+:meth:`ReadinessWaiter.failure`, or sleep :meth:`ReadinessWaiter.next_delay`. The sync and
+asyncio clients run it with :func:`run_wait` and :func:`run_wait_async`, which do only the I/O
+it asks for. Triton has no readiness notification, so polling with a short backoff is the only
+way to wait; it lives only here.
 
 A wait does not pass in silence: when the server is up and the model is not ready, the
 client reads the server's repository index at once and then every 10 s
@@ -18,14 +19,36 @@ import difflib
 import enum
 import logging
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Tuple, Union
 
 from .error_mapping import ErrorContext
-from .exceptions import PyTritonClientError, PyTritonClientModelUnavailableTimeoutError, PyTritonClientTimeoutError
+from .exceptions import (
+    PyTritonClientError,
+    PyTritonClientInferenceServerError,
+    PyTritonClientModelUnavailableError,
+    PyTritonClientModelUnavailableTimeoutError,
+    PyTritonClientTimeoutError,
+)
 
-__all__ = ["Readiness", "ModelState", "IndexAnswer", "ReadinessWaiter", "model_state_from_index", "why_unavailable"]
+__all__ = [
+    "Readiness",
+    "ModelState",
+    "IndexAnswer",
+    "ReadinessWaiter",
+    "model_state_from_index",
+    "why_unavailable",
+    "NOT_YET",
+    "wait_steps",
+    "run_wait",
+    "run_wait_async",
+]
 
 _LOGGER = logging.getLogger(__name__)
+
+# Probe errors that mean "not ready yet": keep polling until the deadline.
+NOT_YET = (PyTritonClientModelUnavailableError, PyTritonClientTimeoutError, PyTritonClientInferenceServerError)
+_PROBE = "probe"
+_INDEX = "index"
 
 _FIRST_DELAY_S = 0.01
 _MAX_DELAY_S = 0.5
@@ -286,3 +309,85 @@ class ReadinessWaiter:
 
 def _version(context: ErrorContext) -> str:
     return f"version {context.model_version}" if context.model_version else "latest version"
+
+
+Step = Union[str, float]  # "probe", "index", or seconds to sleep
+
+
+def wait_steps(waiter: ReadinessWaiter) -> Generator[Step, Any, None]:
+    """The readiness wait, without I/O: what to do next, until ready (returns) or the time is up (raises).
+
+    Yields ``"probe"`` (send the :class:`Readiness` the probe found, or the :data:`NOT_YET`
+    error it raised), ``"index"`` (send the :class:`IndexAnswer`), or a number of seconds to
+    sleep (send ``None``).
+
+    Raises:
+        PyTritonClientTimeoutError: the wait's timeout passed (or its
+            :class:`PyTritonClientModelUnavailableTimeoutError` branch, see :meth:`ReadinessWaiter.failure`).
+    """
+    while True:
+        outcome = yield _PROBE
+        if isinstance(outcome, Readiness):
+            if outcome is Readiness.READY:
+                return
+            waiter.record(outcome)
+        else:
+            waiter.record_error(outcome)
+        if waiter.expired():
+            answer = (yield _INDEX) if waiter.needs_model_state() else None
+            raise waiter.failure(answer) from waiter.last_error
+        if waiter.report_due():
+            waiter.report((yield _INDEX))
+        yield waiter.next_delay()
+
+
+def run_wait(
+    waiter: ReadinessWaiter,
+    probe: Callable[[], Readiness],
+    index: Callable[[], IndexAnswer],
+    pause: Callable[[float], None],
+) -> None:
+    """Runs :func:`wait_steps` with blocking I/O."""
+    steps = wait_steps(waiter)
+    step = next(steps)
+    while True:
+        if step == _PROBE:
+            try:
+                result: Any = probe()
+            except NOT_YET as exc:
+                result = exc
+        elif step == _INDEX:
+            result = index()
+        else:
+            pause(step)
+            result = None
+        try:
+            step = steps.send(result)
+        except StopIteration:
+            return
+
+
+async def run_wait_async(
+    waiter: ReadinessWaiter,
+    probe: Callable[[], Awaitable[Readiness]],
+    index: Callable[[], Awaitable[IndexAnswer]],
+    pause: Callable[[float], Awaitable[None]],
+) -> None:
+    """Runs :func:`wait_steps` with asyncio I/O (the same steps as :func:`run_wait`, awaited)."""
+    steps = wait_steps(waiter)
+    step = next(steps)
+    while True:
+        if step == _PROBE:
+            try:
+                result: Any = await probe()
+            except NOT_YET as exc:
+                result = exc
+        elif step == _INDEX:
+            result = await index()
+        else:
+            await pause(step)
+            result = None
+        try:
+            step = steps.send(result)
+        except StopIteration:
+            return

@@ -20,7 +20,7 @@ import mmap
 import os
 import re
 import threading
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from tritonclient.utils import triton_to_np_dtype
@@ -36,6 +36,8 @@ __all__ = [
     "read_output",
     "dead_owner_regions",
     "needed_output_bytes",
+    "SharedRegions",
+    "AsyncSharedRegions",
 ]
 
 _LOGGER = logging.getLogger(__name__)
@@ -213,3 +215,99 @@ def dead_owner_regions(names: Sequence[str]) -> List[str]:
         if match and not process_alive(int(match[1])):
             dead.append(name)
     return dead
+
+
+class SharedRegions:
+    """The shared-memory regions of a ModelClient: the pool's regions, registered with the server through ``call``."""
+
+    def __init__(self, call: Callable[..., Any]):
+        self._call = call  # ModelClient.call_server
+        self._pool = RegionPool()
+
+    def take(self, size: int) -> Region:
+        """A registered region of at least ``size`` bytes, for one request."""
+        if self._pool.first_use():
+            self._forget_dead_clients()
+        region, replaced, new = self._pool.take(size)
+        if replaced is not None:
+            self._unregister(replaced)
+        if new:
+            try:
+                self._call("register_system_shared_memory", name=region.name, key=region.key, byte_size=region.size)
+            except BaseException:
+                self._pool.drop(region)
+                raise
+            _LOGGER.debug("registered shared-memory region %s (%d bytes)", region.name, region.size)
+        return region
+
+    def give_back(self, region: Region) -> None:
+        self._pool.give_back(region)
+
+    def close(self) -> None:
+        """Unregisters and unlinks every region (unlinked even when the server cannot be told)."""
+        for region in self._pool.close_all():
+            self._unregister(region)
+
+    def _unregister(self, region: Region) -> None:
+        try:
+            self._call("unregister_system_shared_memory", name=region.name)
+        except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
+            _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
+        region.close()
+
+    def _forget_dead_clients(self) -> None:
+        """Unregisters the regions of this host's clients that died (their segments are unlinked already)."""
+        try:
+            regions = self._call("get_system_shared_memory_status")
+            for name in dead_owner_regions([region["name"] for region in regions]):
+                self._call("unregister_system_shared_memory", name=name)
+                _LOGGER.info("unregistered shared-memory region %s of a client that died", name)
+        except Exception:  # noqa: BLE001 - a cleanup of others' leftovers must not fail this client
+            _LOGGER.debug("cleaning up the regions of dead clients failed", exc_info=True)
+
+
+class AsyncSharedRegions:
+    """The shared-memory regions of an AsyncioModelClient (see :class:`SharedRegions`), registered through ``call``."""
+
+    def __init__(self, call: Callable[..., Awaitable[Any]]):
+        self._call = call  # AsyncioModelClient.call_server
+        self._pool = RegionPool()
+
+    async def take(self, size: int) -> Region:
+        if self._pool.first_use():
+            await self._forget_dead_clients()
+        region, replaced, new = self._pool.take(size)
+        if replaced is not None:
+            await self._unregister(replaced)
+        if new:
+            try:
+                await self._call(
+                    "register_system_shared_memory", name=region.name, key=region.key, byte_size=region.size
+                )
+            except BaseException:
+                self._pool.drop(region)
+                raise
+        return region
+
+    def give_back(self, region: Region) -> None:
+        self._pool.give_back(region)
+
+    async def close(self) -> None:
+        for region in self._pool.close_all():
+            await self._unregister(region)
+
+    async def _unregister(self, region: Region) -> None:
+        try:
+            await self._call("unregister_system_shared_memory", name=region.name)
+        except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
+            _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
+        region.close()
+
+    async def _forget_dead_clients(self) -> None:
+        try:
+            regions = await self._call("get_system_shared_memory_status")
+            for name in dead_owner_regions([region["name"] for region in regions]):
+                await self._call("unregister_system_shared_memory", name=name)
+                _LOGGER.info("unregistered shared-memory region %s of a client that died", name)
+        except Exception:  # noqa: BLE001 - a cleanup of others' leftovers must not fail this client
+            _LOGGER.debug("cleaning up the regions of dead clients failed", exc_info=True)

@@ -10,7 +10,7 @@ import dataclasses
 from typing import Mapping, Optional, Tuple
 
 from ..exceptions import PyTritonValidationError
-from .generator import dtype_to_triton, validate_config
+from .validation import dtype_to_triton, validate_config
 from .triton_model_config import TensorSpec, TritonModelConfig
 
 __all__ = ["EnsembleStep", "EnsembleConfig", "validate_ensemble"]

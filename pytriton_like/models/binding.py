@@ -6,7 +6,7 @@ from typing import Callable, List, Optional, Sequence, Union
 from ..exceptions import PyTritonValidationError
 from ..model_config import ModelConfig, Tensor
 from ..model_config.common import DeviceKind
-from ..model_config.generator import validate_config
+from ..model_config.validation import validate_config
 from ..model_config.names import check_model_name
 from ..model_config.triton_model_config import ResponseCache, TritonModelConfig, resolve_tensors
 

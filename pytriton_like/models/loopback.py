@@ -13,7 +13,8 @@ import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ..exceptions import PyTritonInvalidOperationError, PyTritonValidationError
-from ..server.config import TritonConfig, local_url
+from ..server.command_line import local_url
+from ..server.config import TritonConfig
 
 if TYPE_CHECKING:  # the clients are imported at first use: serving alone need not load them
     from ..client.aio import AsyncioModelClient

@@ -5,8 +5,9 @@ import os
 import pathlib
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
-from ..decorators import TritonContext, attach_triton_context
+from ..triton_context import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
+from ..relay.settings import RelaySettings
 from ..relay.transport import UNIX_SCHEME
 from ..tracing import traced
 from ..worker.handling import BatchHandler
@@ -95,18 +96,19 @@ class Model:
                     shm_limit=shm_limit,
                 )
             )
-        settings = {
-            "owner_pid": os.getpid(),
-            "decoupled": self.config.decoupled,
-            "sequence": self.config.sequence_batcher is not None,
-            "batching": self.config.batching and self.config.max_batch_size > 0,
-            "shm_limit": shm_limit or 0,
-            "spin_us": spin_us,
-            "in_flight": in_flight,
-            "outputs": len(self.config.outputs),
-            "handshake_timeout_ms": _HANDSHAKE_TIMEOUT_S * 1000,
-        }
-        write_version_entry(repository, self.config, settings, paths)
+        settings = RelaySettings(
+            owner_pid=os.getpid(),
+            sockets=tuple(paths),
+            decoupled=self.config.decoupled,
+            sequence=self.config.sequence_batcher is not None,
+            batching=self.config.batching and self.config.max_batch_size > 0,
+            shm_limit=shm_limit or 0,
+            spin_us=spin_us,
+            in_flight=in_flight,
+            outputs=len(self.config.outputs),
+            handshake_timeout_ms=_HANDSHAKE_TIMEOUT_S * 1000,
+        )
+        write_version_entry(repository, self.config, settings)
         if self.config.model_warmup:  # before Triton loads it, as PyTriton
             warm_up(self.name, self._infer_funcs, self.config.model_warmup)
 

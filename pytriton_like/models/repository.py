@@ -2,12 +2,12 @@
 
 import pathlib
 import shutil
-from typing import Iterable, Mapping, Sequence, Union
+from typing import Iterable
 
 from ..model_config.ensemble import EnsembleConfig
 from ..model_config.generator import render_config, render_ensemble_config
 from ..model_config.triton_model_config import TritonModelConfig
-from ..relay.backend import write_settings
+from ..relay.settings import RelaySettings
 
 __all__ = ["write_model_config", "write_version_entry", "write_ensemble_entry", "remove_version_entry", "remove_model_entry"]
 
@@ -24,13 +24,12 @@ def write_model_config(repository: pathlib.Path, config: TritonModelConfig, vers
 def write_version_entry(
     repository: pathlib.Path,
     config: TritonModelConfig,
-    settings: Mapping[str, Union[int, bool]],
-    sockets: Sequence[str],
+    settings: RelaySettings,
 ) -> pathlib.Path:
     """Create ``repository/<model>/<version>/`` with the relay's settings (relay.conf) for the backend."""
     version_dir = repository / config.model_name / str(config.model_version)
     version_dir.mkdir(parents=True, exist_ok=True)
-    write_settings(version_dir, settings, sockets)
+    settings.write(version_dir)
     return version_dir
 
 

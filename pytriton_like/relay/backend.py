@@ -1,4 +1,4 @@
-"""The relay's Triton backend: its name, where the built library is, and the settings file it reads.
+"""The relay's Triton backend: its name, where the built library is, and the name of the settings file it reads.
 
 The backend (``native/*.c``) is compiled when the package is installed (setup.py) into
 ``libtriton_pytriton_like.so`` next to this module; each workspace gets a copy under
@@ -7,15 +7,13 @@ The backend (``native/*.c``) is compiled when the package is installed (setup.py
 """
 
 import pathlib
-from typing import Mapping, Sequence, Union
-
 from ..exceptions import PyTritonServerError
+from .settings import SETTINGS_FILE  # what it reads: relay/settings.py
 
-__all__ = ["BACKEND_NAME", "LIBRARY_NAME", "SETTINGS_FILE", "library_path", "write_settings"]
+__all__ = ["BACKEND_NAME", "LIBRARY_NAME", "SETTINGS_FILE", "library_path"]
 
 BACKEND_NAME = "pytriton_like"
 LIBRARY_NAME = f"libtriton_{BACKEND_NAME}.so"
-SETTINGS_FILE = "relay.conf"
 
 
 def library_path() -> pathlib.Path:
@@ -27,14 +25,4 @@ def library_path() -> pathlib.Path:
             " which needs a C compiler (gcc); reinstall with one (pip install --force-reinstall pytriton_like,"
             " or pip install -e . in a checkout)"
         )
-    return path
-
-
-def write_settings(folder: pathlib.Path, settings: Mapping[str, Union[int, bool]], sockets: Sequence[str]) -> pathlib.Path:
-    """Write ``folder/relay.conf``: one ``key=value`` per line (numbers), and ``socket.<i>=<path>``
-    for each instance (``native/settings.c`` reads it)."""
-    lines = [f"{key}={int(value)}" for key, value in settings.items()]
-    lines += [f"socket.{index}={path}" for index, path in enumerate(sockets)]
-    path = folder / SETTINGS_FILE
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

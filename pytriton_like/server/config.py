@@ -1,4 +1,4 @@
-"""``TritonConfig``: options of the tritonserver process, and the command line they make."""
+"""``TritonConfig``: options of the tritonserver process (its command line: command_line.py)."""
 
 import dataclasses
 import logging
@@ -9,8 +9,9 @@ import typing
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..exceptions import PyTritonValidationError
+from .extra_args import extra_flags
 
-__all__ = ["TritonConfig", "ENV_PREFIX", "server_argv", "connect_host", "local_url", "endpoint_urls"]
+__all__ = ["TritonConfig", "ENV_PREFIX"]
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class TritonConfig:
         Raises:
             PyTritonValidationError: a malformed option, or one pytriton_like controls.
         """
-        return extra_flags(self.extra_args)
+        return extra_flags(self.extra_args, _field_names())
 
     def relay_spin(self) -> int:
         """``relay_spin_us``, or its default when unset."""
@@ -350,174 +351,7 @@ def _convert(variable: str, kind: Any, text: str) -> Any:
         raise PyTritonValidationError(f"{variable}={text!r}: expected {kind.__name__}") from None
 
 
-# tritonserver options that extra_args may not set, with why (what to use instead).
-_CONTROLLED = {
-    "model-repository": "pytriton_like passes its own repositories; use Triton(model_repository=...)",
-    "model-store": "pytriton_like passes its own repositories; use Triton(model_repository=...)",
-    "model-control-mode": "the server always runs in explicit mode; use TritonConfig.model_control_mode",
-    "load-model": "pytriton_like loads the models at start; use TritonConfig.load_model",
-    "repository-poll-secs": "pytriton_like polls the repository itself; use TritonConfig.repository_poll_secs",
-    "backend-directory": "pytriton_like runs the bundled backends from its workspace",
-    "cache-directory": "use TritonConfig.cache_directory",
-    "reuse-http-port": "pytriton_like checks that its ports are free and its own",
-    "reuse-grpc-port": "pytriton_like checks that its ports are free and its own",
-    "http-restricted-api": "use Triton(security_config=TritonSecurityConfig(...)) or TritonConfig.http_restricted_api",
-    "grpc-restricted-protocol": "use Triton(security_config=TritonSecurityConfig(...)) or TritonConfig.grpc_restricted_protocol",
-    "allow-sagemaker": "its endpoint would serve the model-repository API without the access token",
-    "allow-vertex-ai": "its endpoint would serve the model-repository API without the access token",
-    "log-file": "pytriton_like reads the server's log from its output; use TritonConfig.log_file",
-    "log-info": "pytriton_like reads the server's INFO lines to know when it has started",
-    "help": "it prints the usage and exits",
-}
-_CONTROLLED_PREFIXES = {
-    "sagemaker-": "SageMaker's endpoint would serve the model-repository API without the access token",
-    "vertex-ai-": "Vertex AI's endpoint would serve the model-repository API without the access token",
-}
-_OPTION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-
-
-def extra_flags(extra_args: Optional[Union[List[str], Dict[str, Any]]]) -> List[str]:
-    """tritonserver flags of ``TritonConfig.extra_args`` (a pure function).
-
-    Raises:
-        PyTritonValidationError: not a dict or list, a malformed option, or one pytriton_like
-            controls or a ``TritonConfig`` field sets.
-    """
-    if extra_args is None:
-        return []
-    pairs: List[tuple] = []
-    if isinstance(extra_args, Mapping):
-        for key, value in extra_args.items():
-            if not isinstance(key, str):
-                raise PyTritonValidationError(f"TritonConfig.extra_args: option names must be strings, got {key!r}")
-            values = value if isinstance(value, (list, tuple)) else [value]
-            pairs += [(key, item) for item in values]
-    elif isinstance(extra_args, (list, tuple)):
-        for flag in extra_args:
-            if not isinstance(flag, str):
-                raise PyTritonValidationError(f"TritonConfig.extra_args: flags must be strings, got {flag!r}")
-            name, has_value, value = flag.partition("=")
-            pairs.append((name, value if has_value else None))
-    else:
-        raise PyTritonValidationError(
-            "TritonConfig.extra_args must be a dict of options or a list of flags, "
-            f"got {type(extra_args).__name__}"
-        )
-    flags = []
-    for key, value in pairs:
-        name = _option_name(key)
-        if value is None:
-            flags.append(f"--{name}")
-        elif isinstance(value, bool):
-            flags.append(f"--{name}={'true' if value else 'false'}")
-        elif isinstance(value, (str, int, float, pathlib.PurePath)):
-            flags.append(f"--{name}={value}")
-        else:
-            raise PyTritonValidationError(
-                f"TritonConfig.extra_args: option {name!r} has a value of type {type(value).__name__}; "
-                "use a str, int, float, bool, path, a list of those, or None"
-            )
-    return flags
-
-
-def _option_name(key: str) -> str:
-    """The option ``key`` names (``--a-b``, ``a-b`` or ``a_b`` → ``a-b``), checked against what pytriton_like controls."""
-    name = key.strip()
-    name = name[2:] if name.startswith("--") else name
-    name = name.replace("_", "-").lower()
-    if not _OPTION_NAME.match(name):
-        raise PyTritonValidationError(f"TritonConfig.extra_args: {key!r} is not a tritonserver option name")
-    reason = _CONTROLLED.get(name) or next(
-        (why for prefix, why in _CONTROLLED_PREFIXES.items() if name.startswith(prefix)), None
-    )
-    if reason is None and name.replace("-", "_") in _field_names():
-        reason = f"TritonConfig.{name.replace('-', '_')} sets it; use the field"
-    if reason is not None:
-        raise PyTritonValidationError(f"TritonConfig.extra_args: --{name} is controlled by pytriton_like: {reason}")
-    return name
-
-
 def _field_names() -> set:
     return {field.name for field in dataclasses.fields(TritonConfig)}
 
 
-# Fields that are not passed through as --field-name=value.
-_NOT_FLAGS = {
-    "model_repository",
-    "log_file",
-    "cache_directory",
-    "shm_limit_bytes",
-    "relay_spin_us",
-    "relay_in_flight",
-    # pytriton_like runs the control modes over the user's repository; the server stays explicit.
-    "model_control_mode",
-    "repository_poll_secs",
-    "load_model",
-    "extra_args",
-    "drain_secs",  # serve()'s drain on SIGTERM, before tritonserver is asked to stop
-}
-
-
-def server_argv(
-    config: TritonConfig,
-    *,
-    binary: pathlib.Path,
-    model_repositories: List[pathlib.Path],
-    backend_directory: pathlib.Path,
-    cache_directory: pathlib.Path,
-    startup_models: List[str],
-    restriction: Optional[str] = None,
-) -> List[str]:
-    """tritonserver's command line for ``config`` (a pure function).
-
-    Args:
-        restriction: ``<groups>:<header>=<token>`` for both endpoints (security.py), or None.
-    """
-    argv = [str(binary)]
-    argv += [f"--model-repository={path}" for path in model_repositories]
-    argv += [
-        f"--backend-directory={backend_directory}",
-        f"--cache-directory={config.cache_directory or cache_directory}",
-        "--model-control-mode=explicit",
-    ]
-    argv += [f"--load-model={name}" for name in startup_models]
-    ports = config.ports
-    defaults = {"http_port": ports.get("HTTP"), "grpc_port": ports.get("gRPC"), "metrics_port": ports.get("metrics")}
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if value is None:
-            value = defaults.get(field.name)
-        if value is None or field.name in _NOT_FLAGS:
-            continue
-        flag = "--" + field.name.replace("_", "-")
-        if isinstance(value, list):
-            argv += [f"{flag}={item}" for item in value]
-        elif isinstance(value, bool):
-            argv.append(f"{flag}={'true' if value else 'false'}")
-        else:
-            argv.append(f"{flag}={value}")
-    if restriction:
-        argv += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
-    argv += config.extra_flags()
-    return argv
-
-
-def connect_host(address: Optional[str]) -> str:
-    """Where a client on this machine reaches an endpoint bound to ``address`` (any address: loopback)."""
-    return "127.0.0.1" if address in (None, "", "0.0.0.0") else address
-
-
-def local_url(config: TritonConfig, endpoint: str) -> str:
-    """The client URL of ``endpoint`` ("HTTP" or "gRPC") of the server on ``config``, from this machine."""
-    if endpoint == "HTTP":
-        return f"http://{connect_host(config.http_address)}:{config.ports['HTTP']}"
-    return f"grpc://{connect_host(config.grpc_address)}:{config.ports['gRPC']}"
-
-
-def endpoint_urls(config: TritonConfig) -> Dict[str, str]:
-    """The url of each enabled endpoint (``HTTP``, ``gRPC``, ``metrics``) of the server on ``config``,
-    from this machine."""
-    urls = {endpoint: local_url(config, endpoint) for endpoint in ("HTTP", "gRPC") if endpoint in config.ports}
-    if "metrics" in config.ports:
-        urls["metrics"] = f"http://{connect_host(config.metrics_address)}:{config.ports['metrics']}/metrics"
-    return urls

@@ -12,10 +12,14 @@ not ready until it exits (measured on the bundled 2.51; docs/deployment.md).
 
 import logging
 import pathlib
+import threading
+from typing import Optional
+
+from ..console import Console
 
 from .control import ControlError, ServerControl
 
-__all__ = ["DRAINING_MODEL", "report_not_ready"]
+__all__ = ["DRAINING_MODEL", "report_not_ready", "drain"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,3 +49,28 @@ def report_not_ready(control: ServerControl, repository: pathlib.Path) -> bool:
     except ControlError as exc:
         logger.debug("the draining model failed to load, as it should: %s", exc)
     return not control.server_ready()
+
+
+def drain(
+    seconds: float,
+    control: Optional[ServerControl],
+    strict_readiness: Optional[bool],
+    repository: pathlib.Path,
+    console: Console,
+    over: threading.Event,
+) -> None:
+    """Report not ready (when the server can) and go on serving for ``seconds``, or until ``over`` is set.
+
+    Args:
+        control: the server's control calls (``None``: no HTTP endpoint, so no report).
+        strict_readiness: ``TritonConfig.strict_readiness`` (False: the report cannot work).
+        repository: the workspace's model repository.
+    """
+    if control is None:
+        logger.warning("draining without reporting not ready: that needs the HTTP endpoint (allow_http=False)")
+    elif strict_readiness is False:
+        logger.warning("draining without reporting not ready: that needs strict_readiness (False here)")
+    elif not report_not_ready(control, repository):
+        logger.warning("draining, but tritonserver still reports ready")
+    console.say("draining: serving what comes for %.1f s before stopping (a second signal stops at once)", seconds)
+    over.wait(seconds)

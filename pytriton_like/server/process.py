@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonServerError
 from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX
-from .reaper import start_reaper, stop_reaper
+from .reaper import group_members, start_reaper, stop_reaper
 
 __all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits", "PRIVATE_UMASK"]
 
@@ -263,19 +263,7 @@ def _kill_group(pgid: int) -> None:
 
 def _group_cmdlines(pgid: int) -> List[List[str]]:
     """The command lines of the processes in process group ``pgid`` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                group = int(stat.read().rsplit(b")", 1)[1].split()[2])
-            if group == pgid:
-                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                    found.append([arg.decode("utf-8", "replace") for arg in cmdline.read().split(b"\0") if arg])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return found
+    return [cmdline for _, cmdline in group_members(pgid)]
 
 
 def wait_for_exits(pids, timeout_s: float) -> bool:

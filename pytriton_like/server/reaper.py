@@ -18,7 +18,7 @@ import sys
 import time
 from typing import List, Tuple
 
-__all__ = ["start_reaper", "stop_reaper"]
+__all__ = ["start_reaper", "stop_reaper", "group_members"]
 
 _OURS = ("tritonserver", "triton_python_backend_stub")
 
@@ -49,7 +49,7 @@ def main(args: List[str]) -> None:
     owner_pid, server_pgid = int(args[0]), int(args[1])
     _wait_for_exit(owner_pid)
     regions = []
-    for pid, cmdline in _group_members(server_pgid):
+    for pid, cmdline in group_members(server_pgid):
         # Only tritonserver and its stubs: should the group id have been reused, nothing else.
         if cmdline and cmdline[0].endswith(_OURS):
             regions += [arg for arg in cmdline if arg.startswith(STUB_REGION_PREFIX)]
@@ -65,7 +65,7 @@ def main(args: List[str]) -> None:
     unlink_segments(owner_pid)
 
 
-def _group_members(pgid: int) -> List[Tuple[int, List[str]]]:
+def group_members(pgid: int) -> List[Tuple[int, List[str]]]:
     """(pid, command line) of each process in process group ``pgid`` (from /proc)."""
     found = []
     for entry in os.listdir("/proc"):
@@ -83,25 +83,18 @@ def _group_members(pgid: int) -> List[Tuple[int, List[str]]]:
 
 
 def _wait_for_exit(pid: int) -> None:
+    from ..relay.shm import process_alive  # noqa: PLC0415
+
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return
     except (AttributeError, OSError):  # no pidfd on this Python or kernel
-        while _alive(pid):
+        while process_alive(pid):
             time.sleep(1)
         return
     try:
         select.select([fd], [], [])
     finally:
         os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True

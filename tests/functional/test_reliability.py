@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -375,9 +376,9 @@ def test_a_malformed_answer_fails_its_batch_and_the_server_goes_on(monkeypatch, 
             if damage == "truncated":
                 body = body[: record + 10]
             elif damage == "offset past the message":
-                protocol.struct.pack_into("<Q", body, record + 8, 1 << 40)
+                struct.pack_into("<Q", body, record + 8, 1 << 40)
             else:
-                protocol.struct.pack_into("<Q", body, record + 16, 5)
+                struct.pack_into("<Q", body, record + 16, 5)
             parts = [body]
         return parts, replaced
 

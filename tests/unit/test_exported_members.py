@@ -1,6 +1,7 @@
 """The public names users import, as PyTriton has them, and `__all__` in every module."""
 
 import importlib
+import pathlib
 import pkgutil
 
 import pytest
@@ -29,6 +30,12 @@ PUBLIC = {
     },
     "pytriton_like.proxy.types": {"Request"},
     "pytriton_like.runner": {"TritonRunner", "ModelRunner", "RunResult"},
+    # ours, where our docs name them
+    "pytriton_like.client": {
+        "ModelClient", "AsyncioModelClient", "FuturesModelClient", "DecoupledModelClient", "AsyncioDecoupledModelClient",
+    },
+    "pytriton_like.server.config": {"TritonConfig"},
+    "pytriton_like.server.security": {"TritonSecurityConfig"},
 }
 
 # The relay's Triton backend: a shared library that only tritonserver loads, not a Python module.
@@ -41,6 +48,14 @@ def test_public_names_are_exported(module_name):
     assert PUBLIC[module_name] <= set(module.__all__)
     for name in PUBLIC[module_name]:
         assert getattr(module, name) is not None
+
+
+def test_every_package_folder_is_a_package():
+    # A folder without __init__.py is a namespace package, which walk_packages skips: its modules
+    # would escape the test below.
+    root = pathlib.Path(pytriton_like.__file__).parent
+    folders = {path.parent for path in root.rglob("*.py")}
+    assert sorted(str(f.relative_to(root)) for f in folders if not (f / "__init__.py").exists()) == []
 
 
 def all_modules():
@@ -69,6 +84,21 @@ def test_serving_alone_does_not_import_the_client_side():
     code = (
         "import sys, pytriton_like.triton; "
         "print(sorted(m for m in ('pytriton_like.client', 'aiohttp', 'tritonclient.grpc.aio', 'tritonclient.http.aio')"
+        " if m in sys.modules))"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "[]"
+
+
+def test_importing_the_clients_loads_no_transport_until_one_is_used():
+    # tritonclient's HTTP (gevent), gRPC and asyncio (aiohttp) stacks are imported when a client
+    # opens its first connection (client/connections.py), not with the package: ~25 MiB of RSS.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytriton_like.client, pytriton_like.decorators, pytriton_like.model_config; "
+        "print(sorted(m for m in ('gevent', 'grpc', 'aiohttp', 'tritonclient.http', 'tritonclient.grpc')"
         " if m in sys.modules))"
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

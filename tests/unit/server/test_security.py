@@ -6,7 +6,8 @@ import pathlib
 import pytest
 
 from pytriton_like.exceptions import PyTritonValidationError
-from pytriton_like.server.config import TritonConfig, server_argv
+from pytriton_like.server.command_line import server_argv
+from pytriton_like.server.config import TritonConfig
 from pytriton_like.server.security import (
     DEFAULT_RESTRICTED_ENDPOINTS,
     VALID_ENDPOINTS,

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from pytriton_like.exceptions import PyTritonValidationError
-from pytriton_like.server.config import ENV_PREFIX, TritonConfig, server_argv
+from pytriton_like.server.command_line import server_argv
+from pytriton_like.server.config import ENV_PREFIX, TritonConfig
 
 # Every option `tritonserver --help` of the bundled tritonserver 2.51.0 lists.
 TRITONSERVER_FLAGS = frozenset(

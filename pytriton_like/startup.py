@@ -1,0 +1,305 @@
+"""One run of tritonserver for a ``Triton``: what ``run()`` starts and ``stop()`` ends.
+
+:class:`ServerRun` holds what a run creates (the workspace, the loopback clients, the server
+process, its control calls, the repository poller), each set as soon as it exists, so that
+:meth:`ServerRun.stop` ends whatever a failed start got to. The order of the start is
+docs/architecture.md's "Start-up".
+"""
+
+import dataclasses
+import logging
+import os
+import pathlib
+from typing import Callable, List, Optional, Tuple, Union
+
+from .access_tokens import write_token
+from .console import Console
+from .exceptions import PyTritonInvalidOperationError, PyTritonServerError, PyTritonValidationError
+from .model_config.ensemble import EnsembleConfig, validate_ensemble
+from .models.bindings import Bindings
+from .models.loopback import LoopbackClients, loopback_url
+from .models.model import Model
+from .models.poller import RepositoryPoller
+from .models.repository import remove_model_entry, write_ensemble_entry
+from .models.s3_repository import is_s3_url
+from .models.user_repository import repository_location
+from .relay.shm import unlink_orphaned_segments
+from .server.bundle import find_bundle
+from .server.command_line import connect_host, endpoint_urls, local_url, server_argv
+from .server.config import DEFAULT_POLL_SECS, TritonConfig
+from .server.control import ServerControl
+from .server.lifecycle import DefaultTritonLifecyclePolicy, TritonLifecyclePolicy, VertextAILifecyclePolicy
+from .server.management import ServerModels
+from .server.process import ServerProcess, check_ports_free
+from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
+from .server.shutdown import DEFAULT_EXIT_TIMEOUT_S, stop_server
+from .server.workspace import Workspace, remove_orphaned_workspaces
+
+__all__ = ["ServerRun", "no_control", "name_remote_repository", "resolve_options"]
+
+logger = logging.getLogger(__name__)
+
+# Longest wait for tritonserver to start and load the models bound before run().
+_START_TIMEOUT_S = 120
+
+Ready = Tuple[str, str, Optional[int]]  # (what, name, version) of a model or ensemble loaded
+
+
+class ServerRun:
+    """The server of one ``Triton`` while it runs.
+
+    Args:
+        config: the server options (environment variables applied).
+        security: the access token and restricted API groups.
+        bindings: the bound models and ensembles.
+        workspace_path: the workspace folder (``None``: a temporary one).
+        console: the lines ``serve()`` prints.
+        on_unrecoverable: called from a worker whose callable raised ``PyTritonUnrecoverableError``.
+        on_server_exit: called with tritonserver's exit code when it exits.
+    """
+
+    def __init__(
+        self,
+        config: TritonConfig,
+        security: TritonSecurityConfig,
+        bindings: Bindings,
+        workspace_path: Union[str, pathlib.Path, None],
+        console: Console,
+        on_unrecoverable: Callable[[BaseException], None],
+        on_server_exit: Callable[[int], None],
+    ):
+        self._config = config
+        self._security = security
+        self._bindings = bindings
+        self._workspace_path = workspace_path
+        self._console = console
+        self._on_unrecoverable = on_unrecoverable
+        self._on_server_exit = on_server_exit
+        self.workspace: Optional[Workspace] = None
+        self.loopback: Optional[LoopbackClients] = None
+        self.server: Optional[ServerProcess] = None
+        self.models: Optional[ServerModels] = None  # None without the HTTP endpoint
+        self._poller: Optional[RepositoryPoller] = None
+        self.ready: List[Ready] = []  # for serve()'s lines
+
+    def start(self, load_polled: Callable[[str], None], unload_polled: Callable[[str], None]) -> None:
+        """Start tritonserver with every bound model; returns once they are ready.
+
+        Args:
+            load_polled, unload_polled: what the poll mode does with a model of the user's
+                repository that appeared, changed or went.
+        """
+        config, bindings = self._config, self._bindings
+        repository = bindings.repository
+        repository_models = bindings.startup_repository_models(config.model_control_mode, config.load_model)
+        # what the poll mode compares with later; taken before the start so changes during it count
+        poll = repository is not None and config.model_control_mode == "poll"
+        known = repository.snapshot() if poll else {}
+        unlink_orphaned_segments()
+        remove_orphaned_workspaces()
+        bundle = find_bundle()
+        check_ports_free(config.ports, config.http_address or "0.0.0.0")
+        self.workspace = Workspace(bundle, self._workspace_path)
+        self.loopback = LoopbackClients(loopback_url(config), access_token=self._security.access_token)
+        for model in bindings.models:
+            self.setup(model)
+        for name in bindings.models.names():
+            bindings.models.write_config(self.workspace.model_repository, name)
+        configs = bindings.known_configs()
+        for ensemble in bindings.ensembles.values():
+            validate_ensemble(ensemble, configs)  # again: models bound after it are known now
+            write_ensemble_entry(self.workspace.model_repository, ensemble)
+        repositories = [self.workspace.model_repository]
+        if repository is not None:
+            repositories.append(repository.path)
+        argv = server_argv(
+            config,
+            binary=bundle.binary,
+            model_repositories=repositories,
+            backend_directory=self.workspace.backends,
+            cache_directory=bundle.caches,
+            startup_models=bindings.models.names() + repository_models + list(bindings.ensembles),
+            restriction=restriction_value(self._security),
+        )
+        self._security.warn_if_open()
+        env = bundle.server_environment(os.environ)
+        log_file = pathlib.Path(config.log_file) if config.log_file else self.workspace.log_file
+        logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
+        if self._security.access_token:
+            # before the server starts: a client of this host that sees a model ready (with the
+            # native relay, a fraction of a second after the start) must find the token already
+            for endpoint in ("HTTP", "gRPC"):
+                if endpoint in config.ports:
+                    write_token(config.ports[endpoint], self._security.access_token)
+        self.server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
+        self.server.add_exit_listener(self._on_server_exit)
+        try:
+            self.server.start(_START_TIMEOUT_S)
+        except PyTritonServerError as exc:
+            raise name_remote_repository(exc, repository) from None
+        expected = [("model", model.name, model.version) for model in bindings.models]
+        expected += [("model", name, None) for name in repository_models]
+        expected += [("ensemble", name, ensemble.model_version) for name, ensemble in bindings.ensembles.items()]
+        if config.allow_http is not False:
+            control = ServerControl(
+                connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
+            )
+            self.models = ServerModels(control, self.server)
+            for what, name, version in expected:
+                if not control.model_ready(name, version):
+                    raise PyTritonServerError(f"{what} {name!r} is not ready after start", log_tail=self.server.log_tail())
+        self.server.protect_stub_regions()
+        if config.model_control_mode == "poll":
+            poll_secs = config.repository_poll_secs or DEFAULT_POLL_SECS
+            self._poller = RepositoryPoller(repository, poll_secs, load=load_polled, unload=unload_polled, known=known)
+            self._poller.start()
+        self.ready = expected
+        self.say_started()
+        if config.log_verbose:
+            # PyTriton's words (its tests and users' log alerts look for them)
+            logger.warning(
+                "Triton Inference Server is running with enabled verbose logs (log_verbose_level=%d). "
+                "It may affect inference performance.",
+                config.log_verbose,
+            )
+
+    def setup(self, model: Model) -> None:
+        """Start a model version's workers (each binds its socket) and write its repository entry."""
+        config = self._config
+        model.setup(
+            self.workspace.model_repository,
+            self.workspace.sockets,
+            self._on_unrecoverable,
+            config.shm_limit_bytes,
+            config.relay_spin(),
+            config.relay_batches_in_flight(),
+            loopback=self.loopback,
+        )
+
+    def load(self, model: Model) -> None:
+        """Start a model version's workers and have the server (re)load its model; undone if it fails.
+
+        Triton reloads the model's other versions too; their workers accept the new backend instances.
+        """
+        try:
+            if self.models is None:
+                raise no_control(f"bind model {model.name!r} after run()")
+            self.setup(model)
+            self._bindings.models.write_config(self.workspace.model_repository, model.name)
+            self.models.load(model.name, f"load model {model.name!r} version {model.version}")
+        except BaseException:
+            self._forget(model)
+            raise
+        self.ready.append(("model", model.name, model.version))
+        self.say_ready("model", model.name, model.version)
+
+    def _forget(self, model: Model) -> None:
+        """Undo the binding of a model version that failed to load."""
+        self._bindings.models.remove(model)
+        model.teardown(self.workspace.model_repository)
+        self._bindings.models.write_config(self.workspace.model_repository, model.name)
+
+    def load_ensemble(self, config: EnsembleConfig) -> None:
+        """Write an ensemble's entry and have the server load it; undone if it fails."""
+        if self.models is None:
+            raise no_control(f"bind ensemble {config.model_name!r} after run()")
+        repository = self.workspace.model_repository
+        write_ensemble_entry(repository, config)
+        try:
+            self.models.load(config.model_name, f"load ensemble {config.model_name!r}")
+        except PyTritonServerError:
+            self._bindings.ensembles.pop(config.model_name, None)
+            remove_model_entry(repository, config.model_name)
+            raise
+        self.ready.append(("ensemble", config.model_name, config.model_version))
+        self.say_ready("ensemble", config.model_name, config.model_version)
+
+    def stop(self) -> None:
+        """Stop the poller, unload the models, stop the server and the workers, remove the workspace."""
+        if self._poller is not None:
+            self._poller.stop()
+        if self.server is not None:
+            exit_timeout = self._config.exit_timeout_secs or DEFAULT_EXIT_TIMEOUT_S
+            models = self._bindings.models
+            stop_server(
+                self.server,
+                self.models.control if self.models is not None else None,
+                self._bindings.names(),
+                busy=lambda: any(model.busy() for model in models),
+                exit_timeout_s=exit_timeout,
+                # Now, with no callable running: open HTTP connections would hold up the server's
+                # stop, and the asyncio clients close in the workers' loops, which stop below.
+                unloaded_hook=self.loopback.close if self.loopback is not None else lambda: None,
+            )
+        if self.workspace is not None:
+            for model in self._bindings.models:
+                model.teardown(self.workspace.model_repository)
+            self.workspace.close()
+
+    def say_started(self, logged: bool = True) -> None:
+        """One line per endpoint (its url, and whether it listens on every interface), then one per
+        model loaded so far.
+
+        Args:
+            logged: False when the lines were logged already (serve() after run()): only printed.
+        """
+        config = self._config
+        addresses = {"HTTP": config.http_address, "gRPC": config.grpc_address, "metrics": config.metrics_address}
+        for endpoint, url in endpoint_urls(config).items():
+            everywhere = connect_host(addresses[endpoint]) != addresses[endpoint]
+            suffix = " (listening on all interfaces)" if everywhere else ""
+            self._console.say("%s on %s%s", endpoint, url, suffix, logged=logged)
+        for what, name, version in self.ready:
+            self.say_ready(what, name, version, logged=logged)
+
+    def say_ready(self, what: str, name: str, version: Optional[int], logged: bool = True) -> None:
+        """The line of a model that is ready, with the url its inference requests go to over HTTP."""
+        numbered = f" version {version}" if version is not None else ""
+        if "HTTP" in self._config.ports:
+            url = f"{local_url(self._config, 'HTTP')}/v2/models/{name}/infer"
+            self._console.say("%s %s%s ready: %s", what, name, numbered, url, logged=logged)
+        else:
+            self._console.say("%s %s%s ready", what, name, numbered, logged=logged)
+
+
+def no_control(operation: str) -> PyTritonInvalidOperationError:
+    """The error of a model-control ``operation`` on a server without its HTTP endpoint."""
+    return PyTritonInvalidOperationError(
+        f"cannot {operation}: model control goes through the HTTP endpoint, which allow_http=False disabled"
+    )
+
+
+def name_remote_repository(error: PyTritonServerError, repository) -> PyTritonServerError:
+    """A start failure of a server with an S3 repository whose log blames S3: the error names the URL."""
+    path = getattr(repository, "path", None)
+    if not (is_s3_url(path) and "S3" in str(error)):
+        return error
+    message = str(error).split(PyTritonServerError.TAIL_HEADER, 1)[0]
+    return PyTritonServerError(f"tritonserver could not read model repository {path}: {message}", log_tail=error.log_tail)
+
+
+def resolve_options(
+    config: Optional[TritonConfig],
+    triton_lifecycle_policy: Optional[TritonLifecyclePolicy],
+    security_config: Optional[TritonSecurityConfig],
+    model_repository: Union[str, pathlib.Path, None],
+) -> Tuple[TritonLifecyclePolicy, TritonConfig, TritonSecurityConfig]:
+    """``Triton()``'s arguments checked and completed: the policy, the config (environment variables and
+    ``model_repository`` applied) and the security config."""
+    if triton_lifecycle_policy is None:
+        vertex_ai = config is not None and config.allow_vertex_ai
+        triton_lifecycle_policy = VertextAILifecyclePolicy if vertex_ai else DefaultTritonLifecyclePolicy
+    if not isinstance(triton_lifecycle_policy, TritonLifecyclePolicy):
+        raise PyTritonValidationError(
+            f"triton_lifecycle_policy must be a TritonLifecyclePolicy, got {type(triton_lifecycle_policy).__name__}"
+        )
+    config = (config or TritonConfig()).with_env()
+    security = security_config if security_config is not None else TritonSecurityConfig()
+    if not isinstance(security, TritonSecurityConfig):
+        raise PyTritonValidationError(
+            f"security_config must be a TritonSecurityConfig, got {type(security_config).__name__}"
+        )
+    check_restriction_overlap(config, security)
+    if model_repository is not None:
+        config = dataclasses.replace(config, model_repository=repository_location(model_repository))
+    return triton_lifecycle_policy, config, security
