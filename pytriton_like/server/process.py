@@ -1,8 +1,10 @@
 """The tritonserver subprocess: start it, pump its log, know when it is ready, stop it."""
 
+import array
 import collections
 import ctypes
 import enum
+import fcntl
 import logging
 import os
 import pathlib
@@ -11,6 +13,7 @@ import select
 import signal
 import socket
 import subprocess
+import termios
 import threading
 import time
 from typing import Dict, List, Optional, Sequence
@@ -202,8 +205,25 @@ class ServerProcess:
             return self._changed.wait_for(lambda: self._state is ServerState.EXITED, timeout_s)
 
     def log_tail(self) -> str:
-        """The last lines the server printed."""
+        """The last lines the server printed, once what it wrote is read from its pipe (up to
+        ``_DRAIN_TIMEOUT_S``): an error answered over HTTP can come before the log line saying why."""
+        deadline = time.monotonic() + _DRAIN_TIMEOUT_S
+        while self._unread_output() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.02)  # the log thread files the lines it has just read
         return "\n".join(self._tail)
+
+    def _unread_output(self) -> int:
+        """Bytes the server wrote that the log thread has not read yet."""
+        stdout = self._process.stdout if self._process is not None else None
+        if stdout is None or stdout.closed:
+            return 0
+        pending = array.array("i", [0])
+        try:
+            fcntl.ioctl(stdout.fileno(), termios.FIONREAD, pending)
+        except (OSError, ValueError):  # closed meanwhile
+            return 0
+        return pending[0]
 
     def stub_regions(self) -> List[str]:
         """The shared-memory regions named on the command lines of the server's stubs still running.
