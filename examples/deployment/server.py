@@ -17,7 +17,7 @@ import numpy as np
 
 from pytriton_like.decorators import batch
 from pytriton_like.model_config import DynamicBatcher, ModelConfig, Tensor
-from pytriton_like.triton import Triton
+from pytriton_like.triton import Triton, TritonLifecyclePolicy
 
 
 @batch
@@ -27,7 +27,11 @@ def linear(x):
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with Triton() as triton:  # TritonConfig from the environment
+    # The server starts at serve(), with the model loaded, so /v2/health/ready turns 200 only once
+    # it can answer. (By default `with Triton()` starts it at once, as PyTriton's does: ready,
+    # with no model yet, until bind() has loaded it — a probe could send traffic too early.)
+    policy = TritonLifecyclePolicy(launch_triton_on_startup=False)
+    with Triton(triton_lifecycle_policy=policy) as triton:  # TritonConfig from the environment
         triton.bind(
             model_name="Linear",
             infer_func=linear,

@@ -79,14 +79,15 @@ import time
 import numpy as np
 from pytriton_like.decorators import batch
 from pytriton_like.model_config import ModelConfig, Tensor
-from pytriton_like.triton import Triton
+from pytriton_like.triton import Triton, TritonLifecyclePolicy
 
 @batch
 def slow(x):
     time.sleep(5)  # longer than the drain: the request is in flight when the drain ends
     return {"y": 2 * x + 1}
 
-with Triton() as triton:
+# started by serve() with the model, as examples/deployment/server.py: ready means it can answer
+with Triton(triton_lifecycle_policy=TritonLifecyclePolicy(launch_triton_on_startup=False)) as triton:
     triton.bind(model_name="Linear", infer_func=[slow] * 4, inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
                 outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))], config=ModelConfig(max_batch_size=8))
     triton.serve()
