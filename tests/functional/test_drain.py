@@ -68,6 +68,7 @@ def test_sigterm_reports_not_ready_keeps_serving_and_a_second_signal_ends_the_dr
         if server.poll() is None:
             server.kill()
             server.communicate()
+        server.stdout.close()  # also when it exited by itself and a check failed before communicate()
     assert server.returncode == 0, output
     assert "draining: serving what comes for 600.0 s" in output
     assert "stopping without waiting" in output
@@ -114,6 +115,7 @@ def test_requests_in_flight_when_the_drain_ends_are_answered(tmp_path):
         if server.poll() is None:
             server.kill()
             server.communicate()
+        server.stdout.close()  # also when it exited by itself and a check failed before communicate()
     assert server.returncode == 0, output
     assert answers == {x: 2.0 * x + 1 for x in range(4)}
     assert not any(port_listening(port) for port in ports)
