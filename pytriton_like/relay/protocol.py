@@ -14,7 +14,8 @@ A message::
 ``version`` is PROTOCOL_VERSION, checked by both ends on connect (HELLO and WELCOME). ``slot``
 says which of the instance's in-flight batch slots the message belongs to; each slot has its own
 arena per direction. ``value`` is per kind: HELLO the backend's pid, WELCOME the worker's
-shared-memory threshold in bytes, RESULT the nanoseconds the callable took.
+shared-memory threshold in bytes, BATCH how many bytes of the sender's arena its tensors use (so
+the worker can give their pages back early, shm.py), RESULT the nanoseconds the callable took.
 
 A BATCH request record (REQUEST) is followed by its correlation id text (``id_kind`` 2: ``id``
 is its length), its parameters (PARAM each, then the key and the value: text UTF-8, int i64,
@@ -479,7 +480,7 @@ def encode_batch(batch_id: int, slot: int, requests: Sequence[Request], *, arena
             head += U16.pack(len(raw)) + raw
         message.item(bytes(head), request.data.items())
     records, replaced = message.records()
-    return message.parts(Kind.BATCH, _NEW_ARENA if replaced else 0, batch_id, 0, slot, records), replaced
+    return message.parts(Kind.BATCH, _NEW_ARENA if replaced else 0, batch_id, message.big, slot, records), replaced
 
 
 # -- RESULT --------------------------------------------------------------------------------------
