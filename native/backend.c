@@ -174,14 +174,17 @@ static TRITONSERVER_Error* add_outputs(struct instance_state* inst, struct wire_
   return error;
 }
 
-/* Sends one response built from a RESULT record; whether it succeeded. */
+/* Sends one response built from a RESULT record; whether it succeeded. read_all: the arena whose
+ * outputs are all copied once this one's are (its pages go back before the response is sent, which
+ * for gRPC serializes it inside ResponseSend), or NULL. */
 static int send_record(struct instance_state* inst, struct wire_cursor* cursor, const struct wire_response* record,
-                       TRITONBACKEND_Response* response, uint32_t flags) {
+                       TRITONBACKEND_Response* response, uint32_t flags, struct arena* read_all) {
   if (record->status != 0) {
     send_error_response(response, TRITONSERVER_ERROR_INTERNAL, scratch(inst, record->error, record->error_len));
     return 0;
   }
   TRITONSERVER_Error* error = add_outputs(inst, cursor, record, response);
+  if (read_all != NULL) arena_trim(read_all);
   relay_check(TRITONBACKEND_ResponseSend(response, flags, error), __LINE__);
   if (error == NULL) return 1;
   TRITONSERVER_ErrorDelete(error);
@@ -505,7 +508,8 @@ static void batch_result(struct instance_state* inst, struct slot* slot, const s
       struct wire_response record;
       wire_next_response(cursor, &record);
       if (!relay_check(TRITONBACKEND_ResponseNew(&response, request), __LINE__))
-        success = send_record(inst, cursor, &record, response, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+        success = send_record(inst, cursor, &record, response, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                              i + 1 == slot->count ? &slot->out : NULL);
     }
     failures += !success;
     finish_request(inst, request, success, slot->exec_start_ns, slot->compute_start_ns, compute_end);
@@ -568,7 +572,7 @@ static int stream_result(struct instance_state* inst, struct slot* slot, const s
       failures++;
       slot->open[i] = 0;
     }
-    send_record(inst, cursor, &record, response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0);
+    send_record(inst, cursor, &record, response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0, NULL);
     if (final) slot->open[i] = 0;
   }
   for (uint32_t i = 0; i < slot->count; i++) open += slot->open[i];
