@@ -82,6 +82,12 @@ bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(BIN)/python bench/run.py
 
+# One 1 GiB request in and out over HTTP and gRPC: the serving processes' peak memory and whether
+# the relay's arenas shrink back after it (bench/big_tensor.py, docs/performance.md).
+.PHONY: bench-big
+bench-big: $(STAMP)
+	$(BIN)/python bench/big_tensor.py
+
 bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(BIN)/python bench/run.py --quick

@@ -174,14 +174,17 @@ static TRITONSERVER_Error* add_outputs(struct instance_state* inst, struct wire_
   return error;
 }
 
-/* Sends one response built from a RESULT record; whether it succeeded. */
+/* Sends one response built from a RESULT record; whether it succeeded. read_all: the arena whose
+ * outputs are all copied once this one's are (its pages go back before the response is sent, which
+ * for gRPC serializes it inside ResponseSend), or NULL. */
 static int send_record(struct instance_state* inst, struct wire_cursor* cursor, const struct wire_response* record,
-                       TRITONBACKEND_Response* response, uint32_t flags) {
+                       TRITONBACKEND_Response* response, uint32_t flags, struct arena* read_all) {
   if (record->status != 0) {
     send_error_response(response, TRITONSERVER_ERROR_INTERNAL, scratch(inst, record->error, record->error_len));
     return 0;
   }
   TRITONSERVER_Error* error = add_outputs(inst, cursor, record, response);
+  if (read_all != NULL) arena_trim(read_all);
   relay_check(TRITONBACKEND_ResponseSend(response, flags, error), __LINE__);
   if (error == NULL) return 1;
   TRITONSERVER_ErrorDelete(error);
@@ -191,6 +194,9 @@ static int send_record(struct instance_state* inst, struct wire_cursor* cursor, 
 /* -- slots ----------------------------------------------------------------------------------- */
 
 static void release_slot(struct instance_state* inst, struct slot* slot) {
+  /* the batch is done with both arenas: what a large one used beyond ARENA_KEEP goes back */
+  arena_trim(&slot->in);
+  arena_trim(&slot->out);
   pthread_mutex_lock(&inst->lock);
   slot->state = SLOT_FREE;
   slot->count = 0;
@@ -417,6 +423,7 @@ static TRITONSERVER_Error* encode_batch(struct instance_state* inst, struct slot
   }
   if (arena_bytes && arena_reserve(&slot->in, arena_bytes, settings->shm_limit, message, message_len) != 0)
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, message);
+  if (arena_bytes > slot->in.touched) slot->in.touched = arena_bytes;
   /* Pass 2: the records, and each tensor's bytes copied once: into the message or the arena. */
   uint64_t arena_offset = 0;
   uint32_t next = 0;
@@ -477,7 +484,7 @@ static TRITONSERVER_Error* encode_batch(struct instance_state* inst, struct slot
   if (msg->len + data->len > WIRE_MAX_MESSAGE)
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "a batch too large for the relay's messages");
   struct wire_header header = {WIRE_VERSION, WIRE_BATCH, slot->in.pending_fd >= 0 ? WIRE_NEW_ARENA : 0, slot->count,
-                               slot->batch_id, 0, slot->index, 0, (uint32_t)msg->len, 0};
+                               slot->batch_id, arena_bytes, slot->index, 0, (uint32_t)msg->len, 0};
   wire_put_header(msg->data, &header);
   return NULL;
 }
@@ -501,7 +508,8 @@ static void batch_result(struct instance_state* inst, struct slot* slot, const s
       struct wire_response record;
       wire_next_response(cursor, &record);
       if (!relay_check(TRITONBACKEND_ResponseNew(&response, request), __LINE__))
-        success = send_record(inst, cursor, &record, response, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+        success = send_record(inst, cursor, &record, response, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                              i + 1 == slot->count ? &slot->out : NULL);
     }
     failures += !success;
     finish_request(inst, request, success, slot->exec_start_ns, slot->compute_start_ns, compute_end);
@@ -564,7 +572,7 @@ static int stream_result(struct instance_state* inst, struct slot* slot, const s
       failures++;
       slot->open[i] = 0;
     }
-    send_record(inst, cursor, &record, response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0);
+    send_record(inst, cursor, &record, response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0, NULL);
     if (final) slot->open[i] = 0;
   }
   for (uint32_t i = 0; i < slot->count; i++) open += slot->open[i];
@@ -630,6 +638,7 @@ static void dispatch(struct instance_state* inst, int fd) {
   struct wire_cursor cursor;
   if (problem == NULL)
     problem = wire_check_result(inst->rx.data, inst->rx.len, slot->out.map, slot->out.size, &header, &cursor);
+  if (problem == NULL && cursor.arena_end > slot->out.touched) slot->out.touched = cursor.arena_end;
   if (problem == NULL && !(header.flags & WIRE_FAILED) && header.count != slot->count &&
       !(inst->model->settings.decoupled && header.count == 0))
     problem = "the worker answered another number of responses than requests";
@@ -640,6 +649,8 @@ static void dispatch(struct instance_state* inst, int fd) {
     relay_failure(inst, slot, TRITONSERVER_ERROR_INTERNAL, message);
     return;
   }
+  /* the worker answered: it is done with the inputs, whose pages can go before the outputs are copied */
+  arena_trim(&slot->in);
   if (inst->model->settings.decoupled) {
     if (!stream_result(inst, slot, &header, &cursor)) {
       pthread_mutex_lock(&inst->lock);
@@ -920,8 +931,7 @@ static int send_batch(struct instance_state* inst, struct slot* slot) {
   int error = errno;
   pthread_mutex_unlock(&inst->send_lock);
   if (sent == 0) {
-    if (slot->in.pending_fd >= 0) close(slot->in.pending_fd);
-    slot->in.pending_fd = -1;
+    slot->in.pending_fd = -1; /* the peer has it; the arena keeps its own */
     return 0;
   }
   pthread_mutex_lock(&inst->lock);

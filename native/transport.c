@@ -191,9 +191,34 @@ int transport_recv(int fd, struct wire_buf* buf, int* received_fd, const char** 
 }
 
 #define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Allocates the pages of [start, end) of an arena mapped writable here, so that writing them
+ * cannot fail: MADV_POPULATE_WRITE allocates and maps them in one pass (an error, not a signal,
+ * when the system has no memory); posix_fallocate on kernels without it (about 4x slower here:
+ * each page is then faulted in again by the write). 0, or an errno. */
+static int allocate_pages(uint8_t* map, int fd, size_t start, size_t end) {
+  size_t from = start - start % (size_t)sysconf(_SC_PAGESIZE);
+  if (madvise(map + from, end - from, MADV_POPULATE_WRITE) == 0) return 0;
+  if (errno != EINVAL) return errno;
+  return posix_fallocate(fd, (off_t)start, (off_t)(end - start));
+}
 
 int arena_reserve(struct arena* arena, size_t needed, uint64_t limit, char* message, size_t message_len) {
-  if (needed <= arena->size) return 0;
+  if (needed <= arena->reserved) return 0;
+  if (needed <= arena->size) {
+    /* pages arena_trim gave back: allocate them now, as for a new arena */
+    int failed = allocate_pages(arena->map, arena->fd, arena->reserved, needed);
+    if (failed) {
+      snprintf(message, message_len, "a message needs %zu bytes of shared memory and the system cannot give them: %s",
+               needed, strerror(failed));
+      return -1;
+    }
+    arena->reserved = needed;
+    return 0;
+  }
   if (limit && needed > limit) {
     snprintf(message, message_len,
              "a message needs %zu bytes of shared memory, more than the relay's limit of %llu bytes"
@@ -210,22 +235,21 @@ int arena_reserve(struct arena* arena, size_t needed, uint64_t limit, char* mess
     snprintf(message, message_len, "cannot create shared memory: %s", strerror(errno));
     return -1;
   }
-  /* Reserve the pages now: a write to a page the system cannot give would kill the server. */
-  int failed = posix_fallocate(fd, 0, (off_t)size);
-  if (failed && size != needed) {
-    size = needed;
-    failed = posix_fallocate(fd, 0, (off_t)size);
-  }
-  if (failed) {
-    snprintf(message, message_len, "a message needs %zu bytes of shared memory and the system cannot give them: %s",
-             needed, strerror(failed));
+  void* map = MAP_FAILED;
+  if (ftruncate(fd, (off_t)size) == 0 && fcntl(fd, F_ADD_SEALS, SEALS) == 0)
+    map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    snprintf(message, message_len, "cannot map shared memory: %s", strerror(errno));
     close(fd);
     return -1;
   }
-  void* map = MAP_FAILED;
-  if (fcntl(fd, F_ADD_SEALS, SEALS) == 0) map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) {
-    snprintf(message, message_len, "cannot map shared memory: %s", strerror(errno));
+  /* Allocate the pages now: a write to a page the system cannot give would kill the server. The
+   * rest of the size is address space only, allocated when a batch needs it. */
+  int failed = allocate_pages(map, fd, 0, needed);
+  if (failed) {
+    snprintf(message, message_len, "a message needs %zu bytes of shared memory and the system cannot give them: %s",
+             needed, strerror(failed));
+    munmap(map, size);
     close(fd);
     return -1;
   }
@@ -233,6 +257,8 @@ int arena_reserve(struct arena* arena, size_t needed, uint64_t limit, char* mess
   arena->map = map;
   arena->size = size;
   arena->pending_fd = fd;
+  arena->fd = fd;
+  arena->reserved = needed;
   return 0;
 }
 
@@ -250,21 +276,36 @@ int arena_adopt(struct arena* arena, int fd, const char** error) {
     return -1;
   }
   void* map = mmap(NULL, (size_t)info.st_size, PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
   if (map == MAP_FAILED) {
+    close(fd);
     *error = "cannot map the worker's arena";
     return -1;
   }
   arena_free(arena);
   arena->map = map;
   arena->size = (size_t)info.st_size;
+  arena->fd = fd; /* kept: the backend gives the pages back once it has read them (arena_trim) */
   return 0;
+}
+
+void arena_trim(struct arena* arena) {
+  if (arena->touched <= ARENA_KEEP || arena->fd < 0) return;
+  size_t end = arena->touched < arena->size ? arena->touched : arena->size;
+  if (end > ARENA_KEEP &&
+      fallocate(arena->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)ARENA_KEEP, (off_t)(end - ARENA_KEEP)) != 0)
+    return; /* the pages stay: a later trim tries again */
+  arena->touched = ARENA_KEEP;
+  if (arena->reserved > ARENA_KEEP) arena->reserved = ARENA_KEEP;
 }
 
 void arena_free(struct arena* arena) {
   if (arena->map != NULL) munmap(arena->map, arena->size);
-  if (arena->pending_fd >= 0) close(arena->pending_fd);
+  if (arena->fd >= 0) close(arena->fd);
+  else if (arena->pending_fd >= 0) close(arena->pending_fd);
   arena->map = NULL;
   arena->size = 0;
   arena->pending_fd = -1;
+  arena->fd = -1;
+  arena->reserved = 0;
+  arena->touched = 0;
 }

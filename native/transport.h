@@ -34,18 +34,31 @@ int transport_recv(int fd, struct wire_buf* buf, int* received_fd, const char** 
 struct arena {
   uint8_t* map;
   size_t size;
-  int pending_fd; /* the descriptor still to send to the peer, or -1 */
+  int pending_fd;  /* the descriptor still to send to the peer (fd itself), or -1 */
+  int fd;          /* the arena's descriptor, kept to give pages back (arena_trim), or -1 */
+  size_t reserved; /* bytes from the start whose pages are allocated (ours: what arena_reserve made sure of) */
+  size_t touched;  /* bytes from the start a batch may have used since the last arena_trim */
 };
 
-#define ARENA_INIT {NULL, 0, -1}
+#define ARENA_INIT {NULL, 0, -1, -1, 0, 0}
+
+/* The pages an arena keeps between batches: those beyond it are given back after each batch that
+ * used them, so an arena that grew for one large request holds no more than this once it is done.
+ * pytriton_like/relay/shm.py (ARENA_KEEP_BYTES) says the same to the worker. */
+#define ARENA_KEEP ((size_t)16 << 20)
 
 /* Makes sure the arena holds needed bytes, replacing it with a larger one when it does not
- * (the new one's descriptor is left in pending_fd). limit 0: no limit. 0, or -1 with a message. */
+ * (the new one's descriptor is left in pending_fd), and that their pages are allocated (again, after
+ * arena_trim). limit 0: no limit. 0, or -1 with a message. */
 int arena_reserve(struct arena* arena, size_t needed, uint64_t limit, char* message, size_t message_len);
 
 /* Maps a descriptor received from the peer (read-only), replacing the arena's mapping; takes fd.
  * Refuses one that is not sealed against shrinking (reading it could then kill the server). */
 int arena_adopt(struct arena* arena, int fd, const char** error);
+
+/* Gives back the pages of the arena from ARENA_KEEP to touched (a hole punched in the memfd: both
+ * processes' mappings keep their size and read zeros there until written again). */
+void arena_trim(struct arena* arena);
 
 void arena_free(struct arena* arena);
 

@@ -195,6 +195,7 @@ static const char* check_tensor(struct wire_cursor* c, struct wire_tensor* t) {
     if (c->arena == NULL) return "tensor in an arena, but there is none";
     if (t->offset > c->arena_len || t->nbytes > c->arena_len - t->offset) return "tensor runs past the arena";
     t->data = c->arena + t->offset;
+    if (t->offset + t->nbytes > c->arena_end) c->arena_end = (size_t)(t->offset + t->nbytes);
   } else {
     return "tensor has an unknown location";
   }
@@ -215,7 +216,7 @@ const char* wire_check_result(const uint8_t* body, size_t len, const uint8_t* ar
   if (header->kind != WIRE_RESULT) return "expected a RESULT";
   if ((header->flags & WIRE_FAILED) && header->count != 0) return "a failed RESULT has responses";
   struct wire_cursor c = {body, len, wire_align(WIRE_HEADER_SIZE + (size_t)header->text_len, 8), arena, arena_len,
-                          header->data_offset};
+                          header->data_offset, 0};
   if (c.pos > len) c.pos = len;
   size_t first = c.pos;
   for (uint32_t i = 0; i < header->count; i++) {

@@ -43,7 +43,7 @@ struct wire_header {
   uint8_t flags;
   uint32_t count;
   uint64_t batch_id;
-  uint64_t value; /* RESULT: ns in the callable; HELLO: sender pid; WELCOME: shm threshold */
+  uint64_t value; /* RESULT: ns in the callable; HELLO: sender pid; WELCOME: shm threshold; BATCH: arena bytes used */
   uint32_t slot;
   uint32_t text_len;
   uint32_t data_offset;
@@ -103,6 +103,7 @@ struct wire_cursor {
   const uint8_t* arena;
   size_t arena_len;
   uint32_t data_offset;
+  size_t arena_end; /* after wire_check_result: where the last byte of the arena's tensors ends */
 };
 
 /* Checks a whole RESULT body: every record, length, dtype, shape, and that each tensor's bytes

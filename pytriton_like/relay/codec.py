@@ -312,7 +312,7 @@ def encode_batch(batch_id: int, slot: int, requests: Sequence[Request], *, arena
             head += U16.pack(len(raw)) + raw
         message.item(bytes(head), request.data.items())
     records, replaced = message.records()
-    return message.parts(Kind.BATCH, _NEW_ARENA if replaced else 0, batch_id, 0, slot, records), replaced
+    return message.parts(Kind.BATCH, _NEW_ARENA if replaced else 0, batch_id, message.big, slot, records), replaced
 
 
 # -- RESULT --------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ A message::
 ``version`` is PROTOCOL_VERSION, checked by both ends on connect (HELLO and WELCOME). ``slot``
 says which of the instance's in-flight batch slots the message belongs to; each slot has its own
 arena per direction. ``value`` is per kind: HELLO the backend's pid, WELCOME the worker's
-shared-memory threshold in bytes, RESULT the nanoseconds the callable took.
+shared-memory threshold in bytes, BATCH how many bytes of the sender's arena its tensors use (so
+the worker can give their pages back early, shm.py), RESULT the nanoseconds the callable took.
 
 A BATCH request record (REQUEST) is followed by its correlation id text (``id_kind`` 2: ``id``
 is its length), its parameters (PARAM each, then the key and the value: text UTF-8, int i64,

@@ -15,8 +15,10 @@ import threading
 import time
 from typing import Dict, List, Optional
 
+import numpy as np
+
 from ..relay.protocol import Flags, Kind, ProtocolError, decode_batch, failed_result, read_header
-from ..relay.shm import Arena, map_received
+from ..relay.shm import ARENA_KEEP_BYTES, Arena, give_back, map_received
 from ..relay.transport import Channel, FramingError, listen
 from .calling import BatchCall
 from .handling import BatchHandler
@@ -199,6 +201,8 @@ class InstanceWorker:
             requests = batch.requests
             responses = self._call(requests)
             callable_ns = time.perf_counter_ns() - started
+            if header.value > ARENA_KEEP_BYTES and not _may_hold_inputs(responses, peer.inputs[slot]):
+                give_back(peer.inputs[slot], header.value)  # a large batch's inputs are done with
             parts, replaced = handler.result(
                 batch.batch_id, slot, requests, responses, arena=arena, callable_ns=callable_ns
             )
@@ -212,3 +216,18 @@ class InstanceWorker:
             )
             logger.critical("model %s: %s", handler.model_name, self._failed, exc_info=exc)
             return [failed_result(batch.batch_id, slot, self._failed)], None
+
+
+def _may_hold_inputs(responses, mapping) -> bool:
+    """Whether an output of ``responses`` may lie in ``mapping`` (an input returned, or a view of one)."""
+    if mapping is None or not isinstance(responses, (list, tuple)):
+        return True
+    whole = np.frombuffer(mapping, np.uint8)
+    for response in responses:
+        if not isinstance(response, dict):
+            return True
+        for value in response.values():
+            if not isinstance(value, np.ndarray) or np.may_share_memory(value, whole):
+                return True
+    return False
+
