@@ -14,7 +14,7 @@ import numpy as np
 
 from pytriton_like.decorators import batch
 from pytriton_like.model_config import ModelConfig, Tensor
-from pytriton_like.triton import Triton, TritonConfig
+from pytriton_like.triton import Triton, TritonConfig, TritonLifecyclePolicy
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 logger = logging.getLogger("examples.runner.server")
@@ -40,7 +40,10 @@ def main():
     vector = dict(dtype=np.float32, shape=(-1,))
     # any tritonserver option TritonConfig does not name; the ones pytriton_like controls are refused
     config = TritonConfig(extra_args={"log-format": "ISO8601", "model-load-thread-count": 2})
-    with Triton(config=config) as triton:
+    # started by serve() with every model loaded: a runner that connects meanwhile sees them all
+    # (by default `with Triton()` starts the server at once, ready before bind() loads a model)
+    policy = TritonLifecyclePolicy(launch_triton_on_startup=False)
+    with Triton(config=config, triton_lifecycle_policy=policy) as triton:
         triton.bind(
             model_name="AddSub",
             infer_func=add_sub,
