@@ -12,6 +12,12 @@ Usage:
     .venv/bin/python bench/ab_relay.py --rounds 3 \\
         --variant in_flight_2:PYTRITON_TRITON_CONFIG_RELAY_IN_FLIGHT=2 --variant in_flight_1:PYTRITON_TRITON_CONFIG_RELAY_IN_FLIGHT=1 \\
         --variant floor --variant native_floor
+
+Two commits side by side: a copy of the other commit's package (with the built backend) goes
+first on the server's path through BENCH_PYTHONPATH:
+    git archive COMMIT pytriton_like | tar -x -C /tmp/base
+    cp pytriton_like/relay/libtriton_pytriton_like.so /tmp/base/pytriton_like/relay/   # or build that commit's
+    .venv/bin/python bench/ab_relay.py --variant new --variant base:BENCH_PYTHONPATH=/tmp/base --variant floor
 """
 
 import argparse

@@ -238,6 +238,8 @@ def _server_env() -> Dict[str, str]:
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [PYTHON_LIBDIR, env.get("LD_LIBRARY_PATH", "")]))
     env.pop("PYTHONPATH", None)
+    if os.environ.get("BENCH_PYTHONPATH"):  # another copy of a package first (an A/B of two commits, ab_relay.py)
+        env["PYTHONPATH"] = os.environ["BENCH_PYTHONPATH"]
     return env
 
 
