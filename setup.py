@@ -1,4 +1,6 @@
-"""Builds the relay's Triton backend (native/*.c) into pytriton_like/relay/libtriton_pytriton_like.so.
+"""Builds the relay's Triton backend (native/*.c) into pytriton_like/relay/libtriton_pytriton_like.so,
+and native/hide_token.c (preloaded into tritonserver: docs/security.md) into
+pytriton_like/relay/libpytriton_like_hide_token.so.
 
 The rest of the metadata is in pyproject.toml. The library is a plain shared object, not a
 Python extension: its TRITONBACKEND_* / TRITONSERVER_* symbols stay undefined and resolve against
@@ -34,7 +36,8 @@ class BuildBackend(build_ext):
 
 setup(
     ext_modules=[
-        Extension("pytriton_like.relay.libtriton_pytriton_like", sources=[f"native/{name}" for name in SOURCES])
+        Extension("pytriton_like.relay.libtriton_pytriton_like", sources=[f"native/{name}" for name in SOURCES]),
+        Extension("pytriton_like.relay.libpytriton_like_hide_token", sources=["native/hide_token.c"]),
     ],
     cmdclass={"build_ext": BuildBackend},
 )

@@ -31,7 +31,7 @@ from .server.control import ServerControl
 from .server.lifecycle import DefaultTritonLifecyclePolicy, TritonLifecyclePolicy, VertextAILifecyclePolicy
 from .server.management import ServerModels
 from .server.process import ServerProcess, check_ports_free
-from .server.security import TritonSecurityConfig, check_restriction_overlap, restriction_value
+from .server.security import TritonSecurityConfig, check_restriction_overlap, hide_token_environment, restriction_value
 from .server.shutdown import DEFAULT_EXIT_TIMEOUT_S, stop_server
 from .server.workspace import Workspace, remove_orphaned_workspaces
 
@@ -112,6 +112,7 @@ class ServerRun:
         repositories = [self.workspace.model_repository]
         if repository is not None:
             repositories.append(repository.path)
+        restriction = restriction_value(self._security)
         argv = server_argv(
             config,
             binary=bundle.binary,
@@ -119,10 +120,12 @@ class ServerRun:
             backend_directory=self.workspace.backends,
             cache_directory=bundle.caches,
             startup_models=bindings.models.names() + repository_models + list(bindings.ensembles),
-            restriction=restriction_value(self._security),
+            restriction=restriction,
         )
         self._security.warn_if_open()
         env = bundle.server_environment(os.environ)
+        if restriction is not None:
+            env = hide_token_environment(env)  # the token out of /proc/<pid>/cmdline (docs/security.md)
         log_file = pathlib.Path(config.log_file) if config.log_file else self.workspace.log_file
         logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         if self._security.access_token:

@@ -9,10 +9,11 @@ configs stay open (docs/security.md).
 
 import dataclasses
 import logging
+import pathlib
 import secrets
-from typing import List, Optional
+from typing import Dict, List, Optional
 
-from ..exceptions import PyTritonValidationError
+from ..exceptions import PyTritonServerError, PyTritonValidationError
 
 __all__ = [
     "TritonSecurityConfig",
@@ -20,6 +21,7 @@ __all__ = [
     "VALID_ENDPOINTS",
     "DEFAULT_RESTRICTED_ENDPOINTS",
     "restriction_value",
+    "hide_token_environment",
     "check_restriction_overlap",
 ]
 
@@ -116,6 +118,27 @@ def restriction_value(security: TritonSecurityConfig) -> Optional[str]:
     if not security.restricted:
         return None
     return f"{','.join(security.restricted_endpoints)}:{ACCESS_TOKEN_HEADER}={security.access_token}"
+
+
+# Preloaded into tritonserver: hides the token from /proc/<pid>/cmdline (native/hide_token.c).
+HIDE_TOKEN_LIBRARY = pathlib.Path(__file__).resolve().parent.parent / "relay" / "libpytriton_like_hide_token.so"
+
+
+def hide_token_environment(env: Dict[str, str]) -> Dict[str, str]:
+    """``env`` with the token-hiding library added to ``LD_PRELOAD`` (after what is there already:
+    a sanitizer runtime must stay first).
+
+    tritonserver takes the token only on its command line, which every local user can read in
+    ``/proc/<pid>/cmdline``; the library overwrites it there with ``x`` before main runs.
+    """
+    if not HIDE_TOKEN_LIBRARY.exists():
+        raise PyTritonServerError(
+            f"{HIDE_TOKEN_LIBRARY} is missing: it is compiled when pytriton_like is installed, which needs a"
+            " C compiler (gcc); reinstall with one (pip install --force-reinstall pytriton_like, or pip install -e ."
+            " in a checkout)"
+        )
+    preload = [entry for entry in env.get("LD_PRELOAD", "").split() if entry]
+    return {**env, "LD_PRELOAD": " ".join([*preload, str(HIDE_TOKEN_LIBRARY)])}
 
 
 def check_restriction_overlap(config, security: TritonSecurityConfig) -> None:

@@ -27,6 +27,7 @@ from pytriton_like.client import ModelClient
 from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.relay.shm import SEGMENT_PREFIX, SHM_DIR
+from pytriton_like.server.security import DEFAULT_RESTRICTED_ENDPOINTS
 from pytriton_like.triton import Triton, TritonSecurityConfig
 
 from .conftest import checked_for_leaks, free_config, free_ports, wait_for
@@ -228,6 +229,24 @@ def test_our_clients_on_this_host_find_the_token(server, protocol):
     with ModelClient(url, "Double") as client:  # no access_token given
         assert client.get_inference_statistics()["model_stats"]
     with ModelClient(url, "Double", access_token=triton.get_access_token()) as client:
+        assert {entry["name"] for entry in client.get_model_repository_index()} >= {"Double"}
+
+
+def test_the_token_is_hidden_from_the_servers_command_line(server):
+    triton, config, _ = server
+    token = triton.get_access_token()
+    pid = triton._server.pid  # noqa: SLF001 - the server process, to read its /proc entry
+    cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+    assert token not in cmdline  # what `ps aux` shows every local user
+    restriction = f"{','.join(DEFAULT_RESTRICTED_ENDPOINTS)}:triton-access-token={'x' * len(token)}"
+    args = cmdline.split("\0")
+    assert f"--http-restricted-api={restriction}" in args  # the same length, x's in the token's place
+    assert f"--grpc-restricted-protocol={restriction}" in args
+    # tritonserver parsed the real token: restricted calls need it and succeed with it
+    assert refused_over_http(*http(config, "POST", "/v2/repository/index", {}))
+    with ModelClient(f"http://127.0.0.1:{config.http_port}", "Double", access_token=token) as client:
+        assert {entry["name"] for entry in client.get_model_repository_index()} >= {"Double"}
+    with ModelClient(f"grpc://127.0.0.1:{config.grpc_port}", "Double", access_token=token) as client:
         assert {entry["name"] for entry in client.get_model_repository_index()} >= {"Double"}
 
 

@@ -38,8 +38,9 @@ PUBLIC = {
     "pytriton_like.server.security": {"TritonSecurityConfig"},
 }
 
-# The relay's Triton backend: a shared library that only tritonserver loads, not a Python module.
-NOT_IMPORTABLE = {"pytriton_like.relay.libtriton_pytriton_like"}
+# The relay's Triton backend and the library preloaded into tritonserver (docs/security.md): shared
+# libraries that only tritonserver loads, not Python modules.
+NOT_IMPORTABLE = {"pytriton_like.relay.libtriton_pytriton_like", "pytriton_like.relay.libpytriton_like_hide_token"}
 
 
 @pytest.mark.parametrize("module_name", sorted(PUBLIC))

@@ -2,6 +2,7 @@
 
 import logging
 import pathlib
+import subprocess
 
 import pytest
 
@@ -13,6 +14,7 @@ from pytriton_like.server.security import (
     VALID_ENDPOINTS,
     TritonSecurityConfig,
     check_restriction_overlap,
+    hide_token_environment,
     restriction_value,
 )
 
@@ -78,3 +80,26 @@ def test_restriction_off_warns_naming_what_is_open(caplog):
     caplog.clear()
     TritonSecurityConfig().warn_if_open()
     assert caplog.text == ""
+
+
+def test_the_token_hiding_library_comes_after_what_is_preloaded_already():
+    env = hide_token_environment({"LD_PRELOAD": "/lib/libasan.so /lib/libubsan.so", "PATH": "/bin"})
+    preload = env["LD_PRELOAD"].split()
+    assert preload[:2] == ["/lib/libasan.so", "/lib/libubsan.so"]  # a sanitizer runtime must stay first
+    assert pathlib.Path(preload[2]).name == "libpytriton_like_hide_token.so" and pathlib.Path(preload[2]).exists()
+    assert env["PATH"] == "/bin"
+    assert hide_token_environment({})["LD_PRELOAD"] == preload[2]
+
+
+def test_the_preloaded_library_hides_the_token_from_proc_but_not_from_main():
+    # sh prints the argument it parsed, then its own /proc/<pid>/cmdline (what `ps` shows)
+    script = 'printf "%s\\n" "$1" "$2"; cat /proc/$$/cmdline'
+    env = hide_token_environment({"PATH": "/usr/bin:/bin"})
+    secret = "logging:triton-access-token=s3cret-Token"
+    out = subprocess.run(["sh", "-c", script, "sh", secret, "--other=kept"], env=env, capture_output=True,
+                         check=True, text=True).stdout
+    parsed, other, cmdline = out.split("\n", 2)
+    assert (parsed, other) == (secret, "--other=kept")
+    args = cmdline.split("\0")
+    assert "logging:triton-access-token=" + "x" * len("s3cret-Token") in args and "--other=kept" in args
+    assert "s3cret" not in cmdline
