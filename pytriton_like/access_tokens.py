@@ -67,6 +67,7 @@ def write_token(port: int, token: str, owner_pid: Optional[int] = None) -> Optio
     folder = token_dir(create=True)
     if folder is None:
         return None
+    _remove_stale(folder)
     path = _path(folder, port)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -121,6 +122,18 @@ def is_local_host(host: str) -> bool:
     except ValueError:
         return False
     return address.is_loopback or address.is_unspecified
+
+
+def _remove_stale(folder: pathlib.Path) -> None:
+    """Remove the token files whose serving process is gone (killed before it could remove them)."""
+    for path in folder.glob("port-*.token"):
+        try:
+            with open(path, encoding="ascii") as file:
+                owner = int(file.read().split()[0])
+            if not _alive(owner):
+                path.unlink()
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 def _alive(pid: int) -> bool:

@@ -26,6 +26,14 @@ def test_a_token_of_a_dead_owner_is_not_used():
     assert access_tokens.read_token(54322) is None
 
 
+def test_writing_a_token_removes_the_files_of_dead_owners(runtime_dir):
+    # a serving process killed with SIGKILL cannot remove its file; the next server start does
+    access_tokens.write_token(54324, "stale", owner_pid=2**22 + 12345)
+    access_tokens.write_token(54325, "alive", owner_pid=1)
+    access_tokens.write_token(54326, "mine")
+    assert sorted(path.name for path in runtime_dir.iterdir()) == ["port-54325.token", "port-54326.token"]
+
+
 def test_remove_only_removes_its_own_token():
     access_tokens.write_token(54323, "theirs", owner_pid=1)
     access_tokens.remove_token(54323)
