@@ -398,9 +398,9 @@ def main() -> int:
                     f" client peak RSS {_mib(row['client_peak_rss'])} MiB",
                     flush=True,
                 )
-                print(f"      peak by process (anonymous memory, MiB): "
+                print("      peak by process (anonymous memory, MiB): "
                       + ", ".join(f"{name} {_mib(value)}" for name, value in (row["peak_anon_by_process"] or {}).items()))
-                print(f"      after by process: "
+                print("      after by process: "
                       + ", ".join(f"{name} {_mib(value)}" for name, value in row["after_anon_by_process"].items()))
                 verdict = {True: "PASS", False: "FAIL"}
                 print(
