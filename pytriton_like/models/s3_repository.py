@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..exceptions import PyTritonModelConfigError, PyTritonServerError, PyTritonValidationError
 from ..model_config.names import check_model_name
 from ..model_config.parser import CONFIG_FILE_NAME, parse_config_text
+from .user_repository import IGNORED, model_names
 
 __all__ = ["S3_PREFIX", "S3Location", "S3ModelRepository", "is_s3_url"]
 
@@ -30,8 +31,6 @@ S3_PREFIX = "s3://"
 # tritonserver's form of a custom endpoint: s3://[http://|https://]host:port/bucket[/path]
 _ENDPOINT_URL = re.compile(r"^s3://(http://|https://)?([0-9a-zA-Z\-.]+):([0-9]+)/([0-9a-z.\-]+)(/.*)?$")
 _AWS_URL = re.compile(r"^s3://([0-9a-z.\-]+)(/.*)?$")
-# Written by the stub when it imports model.py; not a change of the model (as in a local repository).
-_IGNORED = {"__pycache__"}
 
 
 def is_s3_url(location: Any) -> bool:
@@ -102,17 +101,12 @@ class S3ModelRepository:
             PyTritonServerError: the bucket cannot be listed (unreachable, no such bucket, no
                 access); the message names the URL and the reason.
         """
-        names = []
-        for page in self._pages(Prefix=self.location.prefix, Delimiter="/"):
-            for entry in page.get("CommonPrefixes", ()):
-                name = entry["Prefix"][len(self.location.prefix) :].rstrip("/")
-                if not name or name.startswith(".") or name in _IGNORED:
-                    continue
-                try:
-                    names.append(check_model_name(name))
-                except PyTritonValidationError as exc:
-                    logger.warning("model repository %s: skipping a folder: %s", self.path, exc)
-        return sorted(names)
+        folders = [
+            entry["Prefix"][len(self.location.prefix) :].rstrip("/")
+            for page in self._pages(Prefix=self.location.prefix, Delimiter="/")
+            for entry in page.get("CommonPrefixes", ())
+        ]
+        return model_names(folders, self.path)
 
     def __contains__(self, name: str) -> bool:
         return name in self.names()
@@ -147,7 +141,7 @@ class S3ModelRepository:
             for entry in page.get("Contents", ()):
                 relative = entry["Key"][len(self.location.prefix) :]
                 name, _, rest = relative.partition("/")
-                if not rest or name.startswith(".") or name in _IGNORED or _IGNORED & set(rest.split("/")):
+                if not rest or name.startswith(".") or name in IGNORED or IGNORED & set(rest.split("/")):
                     continue
                 files.setdefault(name, []).append((rest, entry["Size"], entry.get("ETag", "")))
         valid = set(self.names()) if not under else {under.rstrip("/")}

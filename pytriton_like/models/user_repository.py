@@ -3,7 +3,7 @@
 import logging
 import os
 import pathlib
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, Iterable, List, Tuple, Union
 
 from ..exceptions import PyTritonValidationError
 from ..model_config.names import check_model_name
@@ -17,7 +17,20 @@ logger = logging.getLogger(__name__)
 Fingerprint = Tuple[Tuple[str, int, int], ...]
 
 # Written by the stub when it imports model.py; not a change of the model.
-_IGNORED = {"__pycache__"}
+IGNORED = {"__pycache__"}
+
+
+def model_names(folders: Iterable[str], repository: Any) -> List[str]:
+    """The models among a repository's folder names, sorted: hidden and ignored folders left out,
+    folders whose name is no model name skipped with a warning naming ``repository``."""
+    names = []
+    for folder in folders:
+        if folder and not folder.startswith(".") and folder not in IGNORED:
+            try:
+                names.append(check_model_name(folder))
+            except PyTritonValidationError as exc:
+                logger.warning("model repository %s: skipping a folder: %s", repository, exc)
+    return sorted(names)
 
 
 class ModelRepository:
@@ -41,14 +54,7 @@ class ModelRepository:
             entries = list(os.scandir(self.path))
         except FileNotFoundError:
             return []
-        names = []
-        for entry in entries:
-            if entry.is_dir() and not entry.name.startswith(".") and entry.name not in _IGNORED:
-                try:
-                    names.append(check_model_name(entry.name))
-                except PyTritonValidationError as exc:
-                    logger.warning("model repository %s: skipping a folder: %s", self.path, exc)
-        return sorted(names)
+        return model_names((entry.name for entry in entries if entry.is_dir()), self.path)
 
     def __contains__(self, name: str) -> bool:
         return name in self.names()
@@ -67,7 +73,7 @@ class ModelRepository:
         root = self.path / name
         files = []
         for folder, subfolders, filenames in os.walk(root):
-            subfolders[:] = [sub for sub in subfolders if sub not in _IGNORED]
+            subfolders[:] = [sub for sub in subfolders if sub not in IGNORED]
             for filename in filenames:
                 path = os.path.join(folder, filename)
                 try:
