@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..exceptions import PyTritonModelConfigError, PyTritonServerError, PyTritonValidationError
 from ..model_config.names import check_model_name
 from ..model_config.parser import CONFIG_FILE_NAME, parse_config_text
-from .user_repository import IGNORED, model_names
+from .folder_names import IGNORED, model_names
 
 __all__ = ["S3_PREFIX", "S3Location", "S3ModelRepository", "is_s3_url"]
 

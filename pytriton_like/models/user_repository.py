@@ -1,36 +1,19 @@
 """The user's model repository: a folder of hand-written models that Triton serves next to the bound ones."""
 
-import logging
 import os
 import pathlib
-from typing import Any, Dict, Iterable, List, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 from ..exceptions import PyTritonValidationError
 from ..model_config.names import check_model_name
 from ..model_config.parser import parse_config_file
+from .folder_names import IGNORED, model_names
 
 __all__ = ["ModelRepository", "Fingerprint", "open_repository", "repository_location"]
-
-logger = logging.getLogger(__name__)
 
 # What a model folder looked like: (path relative to the folder, size, modification time) of each file.
 Fingerprint = Tuple[Tuple[str, int, int], ...]
 
-# Written by the stub when it imports model.py; not a change of the model.
-IGNORED = {"__pycache__"}
-
-
-def model_names(folders: Iterable[str], repository: Any) -> List[str]:
-    """The models among a repository's folder names, sorted: hidden and ignored folders left out,
-    folders whose name is no model name skipped with a warning naming ``repository``."""
-    names = []
-    for folder in folders:
-        if folder and not folder.startswith(".") and folder not in IGNORED:
-            try:
-                names.append(check_model_name(folder))
-            except PyTritonValidationError as exc:
-                logger.warning("model repository %s: skipping a folder: %s", repository, exc)
-    return sorted(names)
 
 
 class ModelRepository:
