@@ -185,40 +185,6 @@ def values_kwargs_steps(keys, pad_fn, args, kwargs, convert):
     return merge_groups(results, groups, "group_by_values")
 
 
-def values_requests_steps(keys, pad_fn, requests, args, kwargs):
-    """@group_by_values above @batch: one call per group of (parts of) requests with equal key values."""
-    sizes = [common_batch_size(request, "@group_by_values: request", index) for index, request in enumerate(requests)]
-    groups: Dict[Any, List[Tuple[int, np.ndarray]]] = {}
-    for index, (request, size) in enumerate(zip(requests, sizes)):
-        by_value = group_rows(request, keys, size) or {(): np.arange(0)}  # an empty request still gets a response
-        for key, rows in by_value.items():
-            groups.setdefault(key, []).append((index, rows))
-    if len(groups) <= 1:
-        return (yield (requests, *args), kwargs)
-    pieces: List[List[Tuple[np.ndarray, Any]]] = [[] for _ in requests]
-    for members in groups.values():
-        group = [
-            requests[index]
-            if len(rows) == sizes[index]
-            else with_data(requests[index], {name: value[rows] for name, value in requests[index].items()})
-            for index, rows in members
-        ]
-        result = yield (group, *args), kwargs
-        check_responses(result, len(group), "group_by_values")
-        for (index, rows), response in zip(members, result):
-            pieces[index].append((rows, response))
-    responses = []
-    for request_pieces in pieces:
-        if len(request_pieces) == 1:
-            responses.append(request_pieces[0][1])
-            continue
-        rows, results = zip(*request_pieces)
-        if pad_fn is not None:
-            results = pad_fn(list(results))
-        responses.append(merge_groups(list(results), list(rows), "group_by_values"))
-    return responses
-
-
 def common_dtype(name: str, dtypes: List[np.dtype]) -> np.dtype:
     """ConstantPadder: the dtype arrays of one name are padded into."""
     kinds = {dtype.kind for dtype in dtypes}

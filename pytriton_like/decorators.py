@@ -40,7 +40,6 @@ from ._decorator_rows import (
     repeat_last_row,
     sample_steps,
     values_kwargs_steps,
-    values_requests_steps,
 )
 from ._decorator_utils import (  # the Inference*/InputNames types: PyTriton's names, exported here
     InferenceRequest, InferenceRequests, InferenceResult, InferenceResults, InputNames,
@@ -161,10 +160,9 @@ def group_by_keys(wrapped, instance, args, kwargs):
 def group_by_values(*keys: str, pad_fn: Optional[Callable[[InferenceResults], InferenceResults]] = None):
     """Splits a batch into sub-batches whose rows have equal values of ``keys``; calls once per sub-batch.
 
-    Rows (axis-0 items) are compared by content. Below ``@batch`` (as in PyTriton) it takes the
-    batched keyword arrays and merges the sub-batches' outputs back into the original row order.
-    Above ``@batch`` it takes the list of requests, splits requests whose rows differ, and puts
-    each request's response back together.
+    Rows (axis-0 items) are compared by content. It goes below ``@batch``, as in PyTriton: it
+    takes the batched keyword arrays and merges the sub-batches' outputs back into the
+    original row order.
 
     Args:
         *keys: names of the inputs to group by; an input missing from the call is a value of its own.
@@ -173,6 +171,7 @@ def group_by_values(*keys: str, pad_fn: Optional[Callable[[InferenceResults], In
 
     Raises:
         PyTritonBadParameterError: a key is not a string or ``pad_fn`` not callable.
+        PyTritonRuntimeError: at the call, it was placed above ``@batch`` (it got the list of requests).
 
     Example:
         >>> @batch
@@ -189,10 +188,11 @@ def group_by_values(*keys: str, pad_fn: Optional[Callable[[InferenceResults], In
     def _group_by_values(wrapped, instance, args, kwargs):
         convert = functools.partial(convert_output, wrapped=wrapped, instance=instance)
         if args and is_request_list(args[0]):
-            steps = values_requests_steps(keys, pad_fn, list(args[0]), args[1:], kwargs)
-        else:
-            steps = values_kwargs_steps(keys, pad_fn, args, kwargs, convert)
-        return drive(wrapped, steps)
+            raise PyTritonRuntimeError(
+                "The @group_by_values decorator must be used after the @batch decorator. "
+                "Put it below @batch, where it gets the batched arrays, not the list of requests."
+            )
+        return drive(wrapped, values_kwargs_steps(keys, pad_fn, args, kwargs, convert))
 
     return _group_by_values
 

@@ -33,9 +33,11 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
     """Asyncio client of a decoupled (streaming) model: each call returns an async iterator of responses.
 
     Arguments, readiness and errors are those of
-    :class:`~pytriton_like.client.decoupled.DecoupledModelClient`: gRPC only,
-    ``inference_timeout_s`` bounds the wait for each next response, and any number of
-    requests may stream at once. Use the client within one event loop.
+    :class:`~pytriton_like.client.decoupled.DecoupledModelClient`, but, as PyTriton 0.7.0's:
+    an ``http://`` url is refused at the first request (PyTritonClientInvalidUrlError, a
+    PyTritonClientValueError), ``inference_timeout_s`` bounds the wait for each next
+    response, and any number of requests may stream at once. Use the client within one
+    event loop.
 
     Example:
         >>> async with AsyncioDecoupledModelClient("grpc://localhost", "Tokens") as client:  # doctest: +SKIP
@@ -56,7 +58,6 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         ensure_model_is_ready: bool = True,
         access_token: Optional[str] = None,
     ):
-        streaming_url(url, type(self).__name__)
         super().__init__(
             url,
             model_name,
@@ -105,6 +106,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
     async def stream(self, call: CallArgs) -> AsyncIterator[Dict[str, np.ndarray]]:
         """The async iterator of the responses to one checked call (see ``DecoupledModelClient.stream``)."""
         core = self._core
+        streaming_url(core.url.with_scheme, type(self).__name__)
         core.check_open()
         await self._ensure_ready()
         request = core.prepare(call, decoupled=True)

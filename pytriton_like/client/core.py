@@ -27,6 +27,7 @@ from .exceptions import (
 )
 from .inference import (
     InferRequest,
+    batches,
     bind_inputs,
     build_request,
     parse_result,
@@ -52,11 +53,18 @@ _LOGGER = logging.getLogger(__name__)
 _FINAL_RESPONSE_PARAMETER = "triton_final_response"
 
 
+def is_final_response(result: Any) -> bool:
+    """Whether a tritonclient.grpc stream result is its request's last (Triton's final-response flag)."""
+    flag = result.get_response().parameters.get(_FINAL_RESPONSE_PARAMETER)
+    return flag is not None and flag.bool_param
+
+
 def streaming_url(url: str, client_name: str) -> TritonUrl:
     """Parses the url of a streaming (decoupled) client: it must be gRPC.
 
     Triton's HTTP ``/infer`` endpoint refuses decoupled models, so the decoupled clients
-    speak gRPC only, and say so when they are created (as PyTriton's do).
+    speak gRPC only: the sync client says so when it is created, the asyncio one at its
+    first request (as PyTriton's do).
 
     Raises:
         PyTritonClientInvalidUrlError: the url cannot be parsed or is not ``grpc://``
@@ -178,14 +186,14 @@ class ClientCore(ServerCore):
             return None
         config = self._require_config()
         inputs = bind_inputs(config, call.inputs, call.named_inputs)
-        sample = not config.batching if call.sample is None else call.sample
-        arrays = wire_arrays(config, inputs, sample and config.batching)
-        batch = next(iter(arrays.values())).shape[0] if config.batching and arrays else 1
+        sample = not batches(config) if call.sample is None else call.sample
+        arrays = wire_arrays(config, inputs, sample and batches(config))
+        batch = next(iter(arrays.values())).shape[0] if batches(config) and arrays else 1
         known: Dict[str, int] = {}
         for spec in config.outputs:
             if spec.name in by_socket:
                 continue
-            fixed = _fixed_bytes(spec, batch if config.batching else 1)
+            fixed = _fixed_bytes(spec, batch if batches(config) else 1)
             if fixed is not None:
                 known[spec.name] = fixed
             elif not call.sequence:
@@ -238,16 +246,16 @@ class ClientCore(ServerCore):
             raise PyTritonClientInferenceServerError(
                 f"model {self.model_name!r} is decoupled (streams responses); "
                 "use DecoupledModelClient or AsyncioDecoupledModelClient",
-                **self._attributes(),
+                **self.attributes(),
             )
         if decoupled and not config.decoupled:
             raise PyTritonClientInferenceServerError(
                 f"model {self.model_name!r} is not decoupled (one response per request); "
                 "use ModelClient, FuturesModelClient or AsyncioModelClient",
-                **self._attributes(),
+                **self.attributes(),
             )
         inputs = bind_inputs(config, call.inputs, call.named_inputs)
-        sample = not config.batching if call.sample is None else call.sample
+        sample = not batches(config) if call.sample is None else call.sample
         return build_request(
             self.protocol,
             config,
@@ -283,10 +291,8 @@ class ClientCore(ServerCore):
             ``(arrays, final)``; ``arrays`` is ``None`` for the empty response that only
             marks the end of a request's responses.
         """
-        response = result.get_response()
-        flag = response.parameters.get(_FINAL_RESPONSE_PARAMETER)
-        final = flag is not None and flag.bool_param
-        if final and not response.outputs:
+        final = is_final_response(result)
+        if final and not result.get_response().outputs:
             return None, True
         return parse_result(result, request), final
 
@@ -300,7 +306,7 @@ class ClientCore(ServerCore):
             return PyTritonClientClosedError(
                 f"the client of model {self.model_name!r} at {self.url} was closed during streaming inference "
                 f"({str(exc) or type(exc).__name__})",
-                **self._attributes(),
+                **self.attributes(),
             )
         return translate_stream_error(exc, self.context("streaming inference", timeout_s))
 
@@ -344,7 +350,7 @@ class ClientCore(ServerCore):
     def _require_config(self) -> TritonModelConfig:
         if self._model_config is None:
             raise PyTritonClientError(
-                f"the configuration of model {self.model_name!r} is not known yet", **self._attributes()
+                f"the configuration of model {self.model_name!r} is not known yet", **self.attributes()
             )
         return self._model_config
 

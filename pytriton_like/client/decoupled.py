@@ -5,12 +5,19 @@ return an iterator over the responses of one request. Readiness, the model confi
 request building and result parsing are the shared core's; this module adds only the
 streams.
 
+``infer_sample`` / ``infer_batch`` behave as PyTriton 0.7.0's: one request at a time per
+client (a call while the previous request's responses are still coming raises
+PyTritonClientInferenceServerError), the wait for each response is not bounded by
+``inference_timeout_s``, and an iterator dropped unread lets its request run to its end.
+``stream()``, the runner's building block, may stream several requests at once, bounds
+the wait for each response by ``inference_timeout_s`` and cancels a request whose iterator
+is dropped.
+
 Each request gets a gRPC stream of its own (tritonclient.grpc has one stream per client,
-and a stream's headers are fixed when it opens), so one client may stream several requests
-at once, from several threads or interleaved in one. The tritonclient.grpc clients that
-carry the streams are pooled: a stream whose request finished carries the next one.
-A stream is cancelled only while its request is still running (the caller left early);
-one whose request is over is ended gracefully.
+and a stream's headers are fixed when it opens). The tritonclient.grpc clients that carry
+the streams are pooled: a stream whose request finished carries the next one. A stream is
+cancelled only while its request is still running (the caller left early); one whose
+request is over is ended gracefully.
 """
 
 import enum
@@ -23,7 +30,8 @@ import numpy as np
 
 from ..model_config.triton_model_config import TritonModelConfig
 from .connections import tritonclient_module
-from .core import CallArgs, ClientCore, streaming_url
+from .core import CallArgs, ClientCore, is_final_response, streaming_url
+from .exceptions import PyTritonClientInferenceServerError
 from .inference import InferRequest, ParametersT
 from .sync import ModelClient
 from .url import Protocol
@@ -44,40 +52,58 @@ class _End(enum.Enum):
     LEFT = "left"  # the caller stopped reading (timeout, break, close): cancel the rest
 
 
+class _Request:
+    """One request on a stream: the ``(result, error)`` pairs tritonclient delivers, and whether it is over."""
+
+    def __init__(self) -> None:
+        self.responses: "queue.SimpleQueue[Tuple[Any, Any]]" = queue.SimpleQueue()
+        self.over = threading.Event()  # its last response or an error came, or it was cancelled
+
+    def deliver(self, result: Any, error: Any) -> None:
+        self.responses.put((result, error))
+        if error is not None or is_final_response(result):
+            self.over.set()
+
+
 class _Stream:
     """One tritonclient.grpc client and its gRPC stream, which carries one request at a time.
 
-    tritonclient calls back from a thread of its own; the responses wait on a queue for the
-    thread that iterates them. A stream whose request ended cleanly (Triton's final-response
-    flag came, so nothing more can arrive for it) stays open for the next request with the
-    same headers: opening a stream costs a thread and a round trip.
+    tritonclient calls back from a thread of its own; the responses wait on the request's
+    queue for the thread that iterates them. A stream whose request ended cleanly (Triton's
+    final-response flag came, so nothing more can arrive for it) stays open for the next
+    request with the same headers: opening a stream costs a thread and a round trip.
     """
 
     def __init__(self, address: str):
         self._client = tritonclient_module(Protocol.GRPC, asyncio=False).InferenceServerClient(address)
         self._lock = threading.Lock()  # send() and close() may run in different threads
-        self._responses: "Optional[queue.SimpleQueue[Tuple[Any, Any]]]" = None  # of the open stream
+        self._open = False
+        self._broken = False  # something came while no request ran: the stream broke (e.g. a server restart)
         self._headers: Optional[Dict[str, str]] = None
+        self._request: Optional[_Request] = None
 
-    def send(
-        self, request_kwargs: Dict[str, Any], headers: Optional[Dict[str, str]]
-    ) -> "queue.SimpleQueue[Tuple[Any, Any]]":
-        """Sends a request, on a new stream if needed; returns the queue its ``(result, error)`` pairs come to."""
+    def _deliver(self, result: Any, error: Any) -> None:
+        request = self._request
+        if request is None or request.over.is_set():
+            self._broken = True
+            return
+        request.deliver(result, error)
+
+    def send(self, request_kwargs: Dict[str, Any], headers: Optional[Dict[str, str]]) -> _Request:
+        """Sends a request, on a new stream if needed; returns the request its responses come to."""
+        request = _Request()
         with self._lock:
-            if self._responses is not None and (headers != self._headers or not self._responses.empty()):
-                # other headers, or the idle stream was broken (e.g. the server restarted): start anew;
-                # nothing is in flight, so the server just ends the old stream
+            if self._open and (headers != self._headers or self._broken):
+                # other headers, or the idle stream broke: start anew; nothing is in flight,
+                # so the server just ends the old stream
                 self._client.stop_stream(cancel_requests=False)
-                self._responses = None
-            if self._responses is None:
-                responses: "queue.SimpleQueue[Tuple[Any, Any]]" = queue.SimpleQueue()
-                self._client.start_stream(
-                    callback=lambda result, error: responses.put((result, error)), headers=headers
-                )
-                self._responses, self._headers = responses, headers
-            responses = self._responses
+                self._open = False
+            if not self._open:
+                self._client.start_stream(callback=self._deliver, headers=headers)
+                self._open, self._broken, self._headers = True, False, headers
+            self._request = request
         self._client.async_stream_infer(**request_kwargs, enable_empty_final_response=True)
-        return responses
+        return request
 
     def close(self, cancel: bool = True) -> None:
         """Ends the stream and closes the connection.
@@ -88,8 +114,8 @@ class _Stream:
                 server to end the stream.
         """
         with self._lock:
-            if self._responses is not None:
-                self._responses = None
+            if self._open:
+                self._open = False
                 self._client.stop_stream(cancel_requests=cancel)
         try:
             self._client.close()
@@ -106,7 +132,8 @@ class _StreamPool:
         self._idle: List[_Stream] = []
         self._busy: Set[_Stream] = set()
         # streams of iterators dropped unfinished; their finalizer must not take the lock
-        self._abandoned: "queue.SimpleQueue[_Stream]" = queue.SimpleQueue()
+        self._abandoned: "queue.SimpleQueue[Tuple[_Stream, Optional[_Request]]]" = queue.SimpleQueue()
+        self._running_on: List[Tuple[_Stream, _Request]] = []  # dropped, their requests still running
         self._closed = False
 
     def acquire(self, check_open: Callable[[], None]) -> _Stream:
@@ -138,60 +165,87 @@ class _StreamPool:
         # racing its end has been seen to leave the model unable to unload (tritonserver 2.51).
         stream.close(cancel=end is not _End.FAILED)
 
-    def abandon(self, stream: _Stream) -> None:
-        """Closes the stream of an iterator that was dropped unfinished; safe in a finalizer."""
-        stream.close()  # the stream's own lock; no thread finalizing an iterator holds it
-        self._abandoned.put(stream)  # SimpleQueue.put is reentrant: the pool's lock is left alone
+    def abandon(self, stream: _Stream, running: Optional[_Request] = None) -> None:
+        """Lets go of the stream of an iterator dropped unfinished; safe in a finalizer.
+
+        Args:
+            stream: the stream.
+            running: ``None``: cancel the request now. Else the request, which runs to its end;
+                its stream is closed by the first call after that.
+        """
+        if running is None:
+            stream.close()  # the stream's own lock; no thread finalizing an iterator holds it
+        self._abandoned.put((stream, running))  # SimpleQueue.put is reentrant: the pool's lock is left alone
 
     def close(self) -> None:
         """Cancels the streams in progress (their iterators raise) and closes every connection."""
         with self._lock:
             self._closed = True
             idle, busy = self._idle, self._busy
-            self._idle, self._busy = [], set()
+            self._idle, self._busy, self._running_on = [], set(), []
         for stream in busy:
             stream.close()
         for stream in idle:
             stream.close(cancel=False)  # nothing in flight: the server just ends the stream
-        self._collect_abandoned()
 
     def _collect_abandoned(self) -> None:
-        while True:
-            try:
-                stream = self._abandoned.get_nowait()
-            except queue.Empty:
-                return
-            with self._lock:
-                self._busy.discard(stream)
+        ended = []
+        with self._lock:
+            while not self._abandoned.empty():
+                self._running_on.append(self._abandoned.get_nowait())
+            running = []
+            for stream, request in self._running_on:
+                if request is None or request.over.is_set():
+                    self._busy.discard(stream)
+                    ended.append((stream, request))
+                else:
+                    running.append((stream, request))
+            self._running_on = running
+        for stream, request in ended:
+            if request is not None:
+                stream.close(cancel=False)  # its request is over: the server just ends the stream
 
 
 class _Responses:
-    """Iterator over the responses of one request; closing it early cancels the stream."""
+    """Iterator over the responses of one request.
+
+    Args:
+        core: the client's core (parsing, errors).
+        pool: the pool the stream goes back to.
+        stream: the stream the request went out on.
+        pending: the request's responses as they come.
+        request: the request, for parsing its responses.
+        timeout_s: how long to wait for each response (``None``: no limit).
+        cancel_if_dropped: dropping the iterator unfinished cancels the request; else it runs to its end.
+    """
 
     def __init__(
         self,
         core: ClientCore,
         pool: _StreamPool,
         stream: _Stream,
-        responses: "queue.SimpleQueue[Tuple[Any, Any]]",
+        pending: _Request,
         request: InferRequest,
+        timeout_s: Optional[float],
+        cancel_if_dropped: bool,
     ):
         self._core = core
         self._pool = pool
         self._stream: Optional[_Stream] = stream
-        self._responses = responses
+        self.pending = pending
         self._request = request
+        self._timeout_s = timeout_s
+        self._cancel_if_dropped = cancel_if_dropped
 
     def __iter__(self) -> "_Responses":
         return self
 
     def __next__(self) -> Dict[str, np.ndarray]:
         while self._stream is not None:
-            timeout_s = self._core.inference_timeout_s
             try:
-                with self._core.errors(_OPERATION, timeout_s):
+                with self._core.errors(_OPERATION, self._timeout_s):
                     try:
-                        result, error = self._responses.get(timeout=timeout_s)
+                        result, error = self.pending.responses.get(timeout=self._timeout_s)
                     except queue.Empty:
                         raise TimeoutError(_NO_RESPONSE) from None
             except BaseException:
@@ -199,7 +253,7 @@ class _Responses:
                 raise
             if error is not None:
                 self._finish(_End.FAILED)
-                raise self._core.stream_error(error, timeout_s) from error
+                raise self._core.stream_error(error, self._timeout_s) from error
             try:
                 arrays, final = self._core.stream_response(result, self._request)
             except BaseException:
@@ -218,24 +272,28 @@ class _Responses:
     def _finish(self, end: _End) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
+            self.pending.over.set()
             self._pool.release(stream, end)
 
     def __del__(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
             try:
-                self._pool.abandon(stream)
+                self._pool.abandon(stream, None if self._cancel_if_dropped else self.pending)
             except Exception:  # noqa: BLE001 - a finalizer must not raise
-                _LOGGER.debug("error while cancelling an abandoned stream", exc_info=True)
+                _LOGGER.debug("error while letting go of an abandoned stream", exc_info=True)
 
 
 class DecoupledModelClient(ModelClient):
     """Synchronous client of a decoupled (streaming) model: each call returns an iterator of responses.
 
     Arguments, readiness and errors are those of :class:`~pytriton_like.client.sync.ModelClient`,
-    but the url must be gRPC (Triton streams over gRPC only) and ``inference_timeout_s``
-    bounds the wait for each next response, not the whole stream. One client may stream
-    several requests at once, from any threads.
+    but the url must be gRPC (Triton streams over gRPC only). As PyTriton 0.7.0's, a client
+    streams one request at a time, waits for each response as long as it takes
+    (``inference_timeout_s`` bounds sending the request, not the responses: close the
+    iterator or the client, from any thread, to stop waiting; the asyncio client bounds each
+    response), and an iterator dropped before its end lets its request run to its end.
+    Open one client per concurrent stream.
 
     Args:
         url: gRPC server url, ``grpc://host[:port]`` (default port 8001).
@@ -243,7 +301,7 @@ class DecoupledModelClient(ModelClient):
         model_version: version of the model; ``None`` for the latest.
         lazy_init: wait for the model and read its config at the first request instead of now.
         init_timeout_s: how long to wait for the server and model to be ready (default 300 s).
-        inference_timeout_s: how long to wait for each next response (default 60 s).
+        inference_timeout_s: how long sending a request may take (default 60 s).
         model_config: the model configuration, if known; then it is not read from the server.
         ensure_model_is_ready: with ``model_config`` given, still wait for the model before
             the first request.
@@ -277,6 +335,8 @@ class DecoupledModelClient(ModelClient):
     ):
         # before ModelClient's __init__: with lazy_init=False it may fail and close() us
         self._streams = _StreamPool(streaming_url(url, type(self).__name__).without_scheme)
+        self._sending = threading.Lock()  # PyTriton's one request at a time: a second caller is refused, not queued
+        self._running: Optional[_Request] = None  # of the last infer_sample / infer_batch
         super().__init__(
             url,
             model_name,
@@ -299,7 +359,9 @@ class DecoupledModelClient(ModelClient):
         """Sends one sample (no batch axis) and returns an iterator over its responses, in order.
 
         The request is sent now; the responses are read as the iterator is advanced. For a
-        batching model the batch axis is removed from every response.
+        batching model the batch axis is removed from every response. The client takes its
+        next request once this one is over: its last response or an error came, or the
+        iterator was closed.
 
         Args:
             *inputs: input arrays in the order of the model's inputs.
@@ -308,19 +370,19 @@ class DecoupledModelClient(ModelClient):
             **named_inputs: input arrays by input name (instead of ``*inputs``).
 
         Returns:
-            An iterator of dicts of output arrays by output name, one per response. Leaving it
-            before its end (``break``, ``close()``) cancels the rest of the stream.
+            An iterator of dicts of output arrays by output name, one per response. Its
+            ``close()`` cancels the rest of the stream; dropping it unfinished does not.
 
         Raises:
             PyTritonClientValueError: bad inputs, parameters or headers.
-            PyTritonClientTimeoutError: the model was not ready in ``init_timeout_s``; or, from the
-                iterator, the next response did not come within ``inference_timeout_s``.
+            PyTritonClientTimeoutError: the model was not ready in ``init_timeout_s``.
             PyTritonClientModelUnavailableError: the server does not have the model or cannot be reached.
-            PyTritonClientInferenceServerError: the model is not decoupled; or, from the iterator,
-                the server or the model failed the request (after the responses sent before).
+            PyTritonClientInferenceServerError: the model is not decoupled; the client's previous
+                request is still in progress; or, from the iterator, the server or the model
+                failed the request (after the responses sent before).
             PyTritonClientClosedError: the client is (or got) closed.
         """
-        return self.stream(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
+        return self._infer_one(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
 
     def infer_batch(  # type: ignore[override] - returns the stream of responses
         self,
@@ -336,7 +398,7 @@ class DecoupledModelClient(ModelClient):
         Raises:
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
         """
-        return self.stream(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
+        return self._infer_one(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
 
     def close(self) -> None:
         """Closes the connections; streams in progress raise PyTritonClientClosedError. Idempotent."""
@@ -349,9 +411,35 @@ class DecoupledModelClient(ModelClient):
     def stream(self, call: CallArgs) -> Iterator[Dict[str, np.ndarray]]:
         """Sends one checked call and returns the iterator of its responses.
 
-        The building block of :mod:`pytriton_like.runner` (``stream_infer``, inputs as given);
-        :meth:`infer_sample` and :meth:`infer_batch` are the calls for users.
+        The building block of :mod:`pytriton_like.runner` (``stream_infer``, inputs as given):
+        unlike :meth:`infer_sample` and :meth:`infer_batch`, several calls may stream at once,
+        ``inference_timeout_s`` bounds the wait for each response, and dropping the iterator
+        unfinished cancels the request.
         """
+        return self._send(call, self._core.inference_timeout_s, cancel_if_dropped=True)
+
+    def _infer_one(self, call: CallArgs) -> Iterator[Dict[str, np.ndarray]]:
+        """PyTriton's ``infer_sample`` / ``infer_batch``: refused while the previous request runs."""
+        if not self._sending.acquire(blocking=False):
+            raise self._in_progress()
+        try:
+            if self._running is not None and not self._running.over.is_set():
+                raise self._in_progress()
+            responses = self._send(call, None, cancel_if_dropped=False)
+            self._running = responses.pending
+        finally:
+            self._sending.release()
+        return responses
+
+    def _in_progress(self) -> PyTritonClientInferenceServerError:
+        return PyTritonClientInferenceServerError(
+            f"Inference is already in progress: model {self._core.model_name!r} at {self._core.url} is still "
+            "streaming the responses of this client's previous request; read them to the end or close() "
+            "their iterator (or use one client per concurrent stream)",
+            **self._core.attributes(),
+        )
+
+    def _send(self, call: CallArgs, timeout_s: Optional[float], cancel_if_dropped: bool) -> _Responses:
         core = self._core
         core.check_open()
         self._ensure_ready()
@@ -359,8 +447,8 @@ class DecoupledModelClient(ModelClient):
         stream = self._streams.acquire(core.check_open)
         try:
             with core.errors(_OPERATION, core.inference_timeout_s):
-                responses = stream.send(core.stream_request(request), request.headers)
+                pending = stream.send(core.stream_request(request), request.headers)
         except BaseException:
             self._streams.release(stream, _End.LEFT)
             raise
-        return _Responses(core, self._streams, stream, responses, request)
+        return _Responses(core, self._streams, stream, pending, request, timeout_s, cancel_if_dropped)

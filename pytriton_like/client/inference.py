@@ -36,6 +36,7 @@ __all__ = [
     "verify_sequence",
     "verify_flag",
     "SequenceIdT",
+    "batches",
     "bind_inputs",
     "build_request",
     "wire_arrays",
@@ -175,7 +176,7 @@ def build_request(
         PyTritonClientValueError: an array whose dtype Triton cannot carry or that does not
             match the model's input, or a batch larger than the model's ``max_batch_size``.
     """
-    if not sample and not config.batching:
+    if not sample and not batches(config):
         raise PyTritonClientModelDoesntSupportBatchingError(
             f"model {config.model_name!r} does not support batching (max_batch_size 0); use infer_sample",
             model_name=model_name,
@@ -183,7 +184,7 @@ def build_request(
         )
     if not sample:
         _check_batch_size(config, inputs, model_name, model_version)
-    add_batch_axis = sample and config.batching
+    add_batch_axis = sample and batches(config)
     lib = tritonclient_module(protocol, asyncio=False)  # imported at the first request
     region, layout = shared if shared is not None else (None, None)
     wrapped = []
@@ -242,6 +243,15 @@ def wire_arrays(
 
 def _datatype(array: np.ndarray) -> str:
     return np_to_triton_dtype(array.dtype)
+
+
+def batches(config: TritonModelConfig) -> bool:
+    """Whether a client treats the model as batching: ``max_batch_size > 0``, as PyTriton's clients do.
+
+    A config read from the server has ``batching`` equal to this; a hand-made one passed as
+    ``model_config`` may not, and its ``max_batch_size`` decides.
+    """
+    return config.max_batch_size > 0
 
 
 def _check_batch_size(

@@ -86,7 +86,7 @@ class ServerCore:
     def check_open(self) -> None:
         """Raises :class:`PyTritonClientClosedError` if the client was closed."""
         if self._closed.is_set():
-            raise PyTritonClientClosedError(f"{self._who()} is closed", **self._attributes())
+            raise PyTritonClientClosedError(f"{self._who()} is closed", **self.attributes())
 
     def context(self, operation: str, timeout_s: Optional[float] = None, *, server_wide: bool = False) -> ErrorContext:
         """The error context of an operation of this client (``server_wide``: of no model)."""
@@ -114,7 +114,7 @@ class ServerCore:
             # ValueError on a closed channel); what the caller needs to know is that it was closed
             if self._closed.is_set() and not isinstance(exc, PyTritonClientClosedError):
                 raise PyTritonClientClosedError(
-                    f"{self._who()} was closed during {operation}: {exc}", **self._attributes()
+                    f"{self._who()} was closed during {operation}: {exc}", **self.attributes()
                 ) from exc
             raise
 
@@ -192,7 +192,8 @@ class ServerCore:
             return f"the client of {self.url}"
         return f"the client of model {self.model_name!r} at {self.url}"
 
-    def _attributes(self) -> dict:
+    def attributes(self) -> dict:
+        """The keyword arguments that tie a client error to this client: model, version, url."""
         return {"model_name": self.model_name, "model_version": self.model_version, "url": self.url.with_scheme}
 
 

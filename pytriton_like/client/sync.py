@@ -16,7 +16,7 @@ from .arguments import CallArgs, ParametersT, SequenceIdT
 from .base import BaseModelClient
 from .connections import INFERENCE
 from .exceptions import PyTritonClientInferenceServerError
-from .inference import InferRequest
+from .inference import InferRequest, batches
 from .server_client import ServerClient
 from .shared_memory import SharedRegions
 
@@ -89,7 +89,7 @@ class ModelClient(BaseModelClient, ServerClient):
     @property
     def is_batching_supported(self) -> bool:
         """Whether the model batches (``max_batch_size > 0``); waits for the model like :attr:`model_config`."""
-        return self.model_config.batching
+        return batches(self.model_config)
 
     def wait_for_model(self, timeout_s: float) -> None:
         """Waits for the server and the model to be ready.

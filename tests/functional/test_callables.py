@@ -44,8 +44,8 @@ def keys_seen(a, b=None):
     return {"count": present}
 
 
-@group_by_values("scale", pad_fn=ConstantPadder(0))
 @batch
+@group_by_values("scale", pad_fn=ConstantPadder(0))
 def scaled(x, scale):
     # Every call sees one value of `scale`: that is what grouping by it guarantees.
     assert len(np.unique(scale)) == 1

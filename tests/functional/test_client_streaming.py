@@ -98,23 +98,29 @@ def values(responses):
 
 class SyncFace:
     def __init__(self, url, model, **kwargs):
-        self.client = DecoupledModelClient(url, model, **kwargs)
+        self.open = lambda: DecoupledModelClient(url, model, **kwargs)
+        self.client = self.open()
 
-    def stream(self, *inputs, method="infer_sample", **kwargs):
+    def stream(self, *inputs, method="infer_sample", client=None, **kwargs):
         """(responses before the error, the error or None)."""
         responses = []
         try:
-            for response in getattr(self.client, method)(*inputs, **kwargs):
+            for response in getattr(client or self.client, method)(*inputs, **kwargs):
                 responses.append(response)
         except Exception as error:  # noqa: BLE001 - the test looks at it
             return responses, error
         return responses, None
 
     def concurrently(self, calls):
+        """A client per thread: the sync client streams one request at a time, as PyTriton's."""
         results = [None] * len(calls)
 
         def run(index, inputs):
-            results[index] = self.stream(*inputs)
+            client = self.open()
+            try:
+                results[index] = SyncFace.stream(self, *inputs, client=client)
+            finally:
+                client.close()
 
         threads = [threading.Thread(target=run, args=item) for item in enumerate(calls)]
         for thread in threads:
@@ -220,13 +226,23 @@ def test_an_error_mid_stream_comes_after_the_responses_sent_before_it(open_face)
     assert (responses, type(error)) == ([], PyTritonClientInferenceServerError)
 
 
-def test_inference_timeout_bounds_the_wait_for_each_response(open_face):
-    client = open_face("Pause", inference_timeout_s=0.5)
+def test_the_asyncio_client_bounds_the_wait_for_each_response(url):
+    client = AsyncFace(url, "Pause", inference_timeout_s=0.5)
     responses, error = client.stream(*args(1, 15))  # 1.5 s between the two responses
     assert values(responses) == [1]
     assert isinstance(error, PyTritonClientTimeoutError) and error.timeout_s == 0.5
     responses, error = client.stream(*args(1, 0))  # no pause: in time; the client is still usable
     assert error is None and values(responses) == [1, 2]
+    client.close()
+
+
+def test_the_sync_client_waits_for_each_response_as_long_as_it_takes(url):
+    # PyTriton 0.7.0's DecoupledModelClient does not bound the wait between responses; code and
+    # tests written for it (e.g. its L0_decoupled_mode) rely on that
+    with DecoupledModelClient(url, "Pause", inference_timeout_s=0.2) as client:
+        started = time.monotonic()
+        assert values(client.infer_sample(*args(1, 6))) == [1, 2]  # 0.6 s between the two responses
+        assert time.monotonic() - started >= 0.6
 
 
 def test_unknown_model_is_unavailable(open_face):
@@ -253,19 +269,52 @@ def test_decoupled_clients_and_models_do_not_mix(open_face, url):
         client.infer_sample(*args(0, 1))
 
 
-def test_leaving_a_stream_early_cancels_it_and_the_client_goes_on(url):
+def test_closing_a_stream_early_cancels_it_and_the_client_goes_on(url):
     with DecoupledModelClient(url, "Count") as client:
         responses = client.infer_sample(*args(0, RESPONSES))
         assert [values([next(responses)]) for _ in range(3)] == [[0], [1], [2]]
         responses.close()
         assert list(responses) == []
-        for _ in range(3):  # an iterator dropped unread, or half read
-            dropped = client.infer_sample(*args(0, RESPONSES))
-            del dropped
-        half = client.infer_sample(*args(0, RESPONSES))
-        next(half)
-        del half
         assert values(client.infer_sample(*args(5, 3))) == [5, 6, 7]
+
+
+def call_when_free(client, *inputs):
+    """Retries a request the client refuses while its previous request runs; (responses, seconds waited)."""
+    started = time.monotonic()
+    while True:
+        try:
+            return values(client.infer_sample(*inputs)), time.monotonic() - started
+        except PyTritonClientInferenceServerError as error:
+            assert "Inference is already in progress" in str(error)
+            assert time.monotonic() - started < 10
+            time.sleep(0.02)
+
+
+def test_the_sync_client_streams_one_request_at_a_time_as_pytritons_does(url):
+    with DecoupledModelClient(url, "Pause") as client:
+        first = client.infer_sample(*args(1, 3))  # 0.3 s between its two responses
+        with pytest.raises(PyTritonClientInferenceServerError, match="Inference is already in progress") as info:
+            client.infer_sample(*args(5, 0))
+        assert info.value.model_name == "Pause"
+        assert values(first) == [1, 2]
+        assert values(client.infer_sample(*args(5, 0))) == [5, 6]  # free once the last response came
+
+        client.infer_sample(*args(1, 3))  # dropped unread: the request runs to its end
+        assert call_when_free(client, *args(7, 0)) == ([7, 8], pytest.approx(0.3, abs=0.25))
+
+        half = client.infer_sample(*args(1, 3))
+        assert values([next(half)]) == [1]
+        del half  # dropped half read: the same
+        later, waited = call_when_free(client, *args(9, 0))
+        assert later == [9, 10] and waited > 0.1
+
+
+def test_a_failed_request_frees_the_sync_client(url):
+    with DecoupledModelClient(url, "FailAfter") as client:
+        with pytest.raises(PyTritonClientInferenceServerError, match="failed after 1 responses"):
+            list(client.infer_sample(*args(0, 1)))
+        with pytest.raises(PyTritonClientInferenceServerError, match="failed after 2 responses"):
+            list(client.infer_sample(*args(0, 2)))  # taken: the failed request was over
 
 
 def stream_threads():
@@ -282,13 +331,6 @@ def test_sequential_requests_reuse_one_stream(url):
         assert values(client.infer_sample(*args(0, 1), headers={"x-other": "1"})) == [0]  # a new stream
         assert len(stream_threads()) == before + 1  # instead of the old one
     assert len(stream_threads()) == before
-
-
-def test_streams_interleaved_in_one_thread(url):
-    with DecoupledModelClient(url, "Count") as client:
-        first, second = client.infer_sample(*args(0, 5)), client.infer_sample(*args(100, 5))
-        pairs = [(values([a]), values([b])) for a, b in zip(first, second)]
-        assert pairs == [([step], [100 + step]) for step in range(5)]
 
 
 def test_asyncio_leaving_a_stream_early(url):

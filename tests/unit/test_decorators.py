@@ -598,46 +598,19 @@ def test_group_by_values_groups_must_return_same_outputs():
         infer(x=col(1, 2), t=col(1, 2))
 
 
-def test_group_by_values_above_batch_groups_requests():
-    calls = []
-
+def test_group_by_values_above_batch_is_refused_as_in_pytriton():
     @group_by_values("t")
     @batch
-    def infer(x, t):
-        calls.append((x.ravel().tolist(), t.ravel().tolist()))
+    def above_batch(x, t):
         return {"y": x * t}
 
-    first = Request(data={"x": col(1, 2), "t": col(2, 3)}, parameters={"p": 1})
-    second = Request(data={"x": col(3), "t": col(2)})
-    responses = infer([first, second])
-    assert calls == [([1, 3], [2, 2]), ([2], [3])]
-    np.testing.assert_array_equal(responses[0]["y"], col(2, 6))
-    np.testing.assert_array_equal(responses[1]["y"], col(6))
-
-
-def test_group_by_values_above_batch_keeps_request_parameters_on_parts():
-    seen = []
-
     @group_by_values("t")
-    def infer(requests):
-        seen.extend(requests)
+    def on_requests(requests):
         return [{"y": r["x"]} for r in requests]
 
-    request = Request(data={"x": col(1, 2), "t": col(1, 2)}, parameters={"p": 1}, requested_output_names=["y"])
-    (response,) = infer([request])
-    assert [r.parameters for r in seen] == [{"p": 1}, {"p": 1}]
-    assert all(r.requested_output_names == ["y"] for r in seen)
-    np.testing.assert_array_equal(response["y"], col(1, 2))
-
-
-def test_group_by_values_above_batch_pads_split_requests():
-    @group_by_values("n", pad_fn=ConstantPadder(0))
-    @batch
-    def infer(n):
-        return {"y": np.ones((len(n), int(n[0, 0])), dtype=np.int8)}
-
-    (response,) = infer([req(n=col(2, 1, dtype=np.int32))])
-    np.testing.assert_array_equal(response["y"], [[1, 1], [1, 0]])
+    for infer in (above_batch, on_requests):
+        with pytest.raises(PyTritonRuntimeError, match="must be used after the @batch decorator. Put it below"):
+            infer([req(x=col(1, 2), t=col(2, 3))])
 
 
 def test_group_by_values_async():
@@ -661,16 +634,15 @@ def test_group_by_values_rejects_bad_arguments():
 @settings(max_examples=50, deadline=None)
 @given(
     groups=st.lists(st.lists(st.integers(min_value=0, max_value=2), min_size=0, max_size=4), min_size=1, max_size=4),
-    above_batch=st.booleans(),
 )
-def test_group_by_values_matches_ungrouped_result(groups, above_batch):
+def test_group_by_values_matches_ungrouped_result(groups):
     """Grouping never changes results, and every call sees one value of the key."""
 
     def compute(x, t):
         assert len(np.unique(t)) <= 1
         return {"y": x * 10 + t}
 
-    stack = group_by_values("t")(batch(compute)) if above_batch else batch(group_by_values("t")(compute))
+    stack = batch(group_by_values("t")(compute))
     requests = [req(x=col(*range(len(ts))), t=col(*ts)) for ts in groups]
     responses = stack(requests)
     for request, response in zip(requests, responses):
@@ -1178,20 +1150,6 @@ def test_pytriton_docs_stack():
     assert sorted(calls) == [0.5, 2.0, 3.0, 3.0]
 
 
-def test_stack_with_group_by_values_above_batch():
-    @fill_optionals(temperature=np.array([0.5], np.float32))
-    @group_by_keys
-    @group_by_values("temperature")
-    @batch
-    @first_value("temperature")
-    @triton_context
-    def infer(triton_context, prompt, temperature, opt=None):
-        return _full_stack_infer(triton_context, prompt, temperature, opt)
-
-    attach(infer, inputs=STACK_INPUTS, max_batch_size=8)
-    _check_stack_responses(infer(_stack_requests()))
-
-
 def test_async_stack_on_method():
     class Model:
         @fill_optionals(temperature=np.array([0.5], np.float32))
@@ -1231,21 +1189,6 @@ def test_instance_without_its_own_context_does_not_borrow_another():
     attach(bound.second, model_name="bound")
     with pytest.raises(PyTritonValidationError, match="No Triton context"):
         unbound.second([req(x=col(1))])
-
-
-def test_group_by_values_above_batch_with_key_missing_in_some_requests():
-    calls = []
-
-    @group_by_values("t")
-    @group_by_keys
-    @batch
-    def infer(x, t=None):
-        calls.append((len(x), t is None))
-        return {"y": x if t is None else x * t}
-
-    responses = infer([req(x=col(1)), req(x=col(2), t=col(3)), req(x=col(4))])
-    assert sorted(calls) == [(1, False), (2, True)]
-    assert [r["y"][0, 0] for r in responses] == [1, 6, 4]
 
 
 def test_sample_and_group_by_keys_on_empty_list():

@@ -62,13 +62,25 @@ def test_exported_under_pytritons_names():
     assert issubclass(DecoupledModelClient, ModelClient)  # as in PyTriton
 
 
-@pytest.mark.parametrize("client_type", CLIENTS)
 @pytest.mark.parametrize("url", ["localhost", "localhost:8000", "http://127.0.0.1:8000"])
-def test_http_urls_are_refused_at_construction(client_type, url):
-    with pytest.raises(PyTritonClientValueError, match=f"{client_type.__name__} streams over gRPC only") as info:
-        client_type(url, "M")
+def test_http_urls_are_refused_at_construction_by_the_sync_client(url):
+    with pytest.raises(PyTritonClientValueError, match="DecoupledModelClient streams over gRPC only") as info:
+        DecoupledModelClient(url, "M")
     assert isinstance(info.value, PyTritonClientInvalidUrlError)
     assert info.value.url.startswith("http://")
+
+
+@pytest.mark.parametrize("url", ["localhost", "http://127.0.0.1:8000"])
+def test_http_urls_are_refused_at_the_first_request_by_the_asyncio_client(url):
+    # as PyTriton 0.7.0's: created fine, refused inside ``async for`` before anything is sent
+    client = AsyncioDecoupledModelClient(url, "M", model_config=make_config(decoupled=True))
+    try:
+        with pytest.raises(PyTritonClientValueError, match="AsyncioDecoupledModelClient streams over gRPC only") as info:
+            collect(client, "infer_sample", X)
+        assert isinstance(info.value, PyTritonClientInvalidUrlError)
+        assert info.value.url.startswith("http://")
+    finally:
+        close(client)
 
 
 @pytest.mark.parametrize("client_type", CLIENTS)
