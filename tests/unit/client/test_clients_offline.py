@@ -4,6 +4,7 @@ No tritonserver runs here; the url points at a port nobody listens on.
 """
 
 import asyncio
+import dataclasses
 import socket
 import threading
 import time
@@ -81,6 +82,16 @@ def test_batch_on_non_batching_model_refused_without_io(url):
     config = make_config(max_batch_size=0)
     with ModelClient(url, "M", model_config=config, ensure_model_is_ready=False) as client:
         with pytest.raises(PyTritonClientModelDoesntSupportBatchingError):
+            client.infer_batch(X[None])
+
+
+def test_a_hand_made_config_batches_by_its_max_batch_size_as_in_pytriton(url):
+    # TritonModelConfig(batching=False) keeps max_batch_size=4; PyTriton's clients go by the latter
+    config = dataclasses.replace(make_config(), batching=False)
+    assert config.max_batch_size > 0
+    with ModelClient(url, "M", model_config=config, ensure_model_is_ready=False) as client:
+        assert client.is_batching_supported
+        with pytest.raises(PyTritonClientModelUnavailableError):  # sent, not refused as a batch
             client.infer_batch(X[None])
 
 
