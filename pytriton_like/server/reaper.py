@@ -6,8 +6,8 @@ moment: it may then hang for good holding the GIL, so that no Python in it runs 
 3 of 8 SIGKILLs of a serving process under load left such a stub, with its shared memory and a
 few percent of a CPU, for good). No code inside the stub can help then, so a process of its own,
 started with the server, waits for the user process to exit (a pidfd), kills what is left of the
-server's process group, removes the stubs' regions named on their command lines and the named
-segments of the user process, and exits. A normal stop ends it first.
+server's process group, removes the stubs' regions named on their command lines, the named
+segments of the user process and its access-token files, and exits. A normal stop ends it first.
 """
 
 import os
@@ -44,6 +44,7 @@ def stop_reaper(reaper: subprocess.Popen) -> None:
 
 
 def main(args: List[str]) -> None:
+    from ..access_tokens import remove_stale_tokens  # noqa: PLC0415
     from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX, unlink_segments  # noqa: PLC0415
 
     owner_pid, server_pgid = int(args[0]), int(args[1])
@@ -63,6 +64,7 @@ def main(args: List[str]) -> None:
         except FileNotFoundError:
             pass
     unlink_segments(owner_pid)
+    remove_stale_tokens()  # the dead owner's access-token files
 
 
 def group_members(pgid: int) -> List[Tuple[int, List[str]]]:

@@ -22,7 +22,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from pytriton_like.access_tokens import read_token
+from pytriton_like.access_tokens import read_token, token_dir
 from pytriton_like.client import ModelClient
 from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, Tensor
@@ -263,8 +263,7 @@ def test_sockets_and_workspace_are_owner_only(server):
     for folder in [path for path in workspace.iterdir() if path.is_dir()]:
         assert _mode(folder) == 0o700, folder
     assert _mode(workspace / "triton.log") == 0o600
-    token_file = next(path for path in pathlib.Path("/").glob("tmp/pytriton_like-*/port-*.token")
-                      if path.name == f"port-{config.http_port}.token")
+    token_file = token_dir() / f"port-{config.http_port}.token"
     assert _mode(token_file) == 0o600 and _mode(token_file.parent) == 0o700
 
 

@@ -42,6 +42,30 @@ def test_remove_only_removes_its_own_token():
     assert access_tokens.read_token(54323) is None
 
 
+def test_the_folder_goes_with_the_last_token(runtime_dir):
+    access_tokens.write_token(54327, "first")
+    access_tokens.write_token(54328, "second")
+    access_tokens.remove_token(54327)
+    assert runtime_dir.is_dir()  # the other server's token is in it
+    access_tokens.remove_token(54328)
+    assert not runtime_dir.exists()
+    assert access_tokens.write_token(54329, "again").parent == runtime_dir  # made anew
+
+
+def test_the_reaper_removes_a_dead_servers_tokens_and_the_folder(runtime_dir):
+    access_tokens.write_token(54330, "killed", owner_pid=2**22 + 12345)
+    access_tokens.remove_stale_tokens()
+    assert not runtime_dir.exists()
+
+
+def test_without_an_xdg_runtime_dir_tokens_stay_in_ram(monkeypatch):
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    folder = access_tokens._folder()  # noqa: SLF001 - where, without touching the real folder
+    assert folder.name == f"pytriton_like_tokens-{os.getuid()}"
+    assert str(folder.parent) == ("/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp")
+    assert not folder.name.startswith("pytriton_like-")  # the relay's /dev/shm segment prefix
+
+
 def test_a_folder_open_to_others_is_not_used(runtime_dir, caplog):
     runtime_dir.mkdir(mode=0o755)
     runtime_dir.chmod(0o755)
