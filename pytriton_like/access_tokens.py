@@ -124,15 +124,16 @@ def remove_token(port: int, owner_pid: Optional[int] = None) -> None:
     _remove_if_empty(folder)
 
 
-def remove_stale_tokens() -> None:
-    """Remove the token files whose serving process is gone, and the folder once empty.
+def remove_stale_tokens(exited_pid: int) -> None:
+    """Remove the token files of ``exited_pid`` and of every other gone process, and the folder once empty.
 
-    The reaper (server/reaper.py) calls it when the serving process died without stopping
-    (SIGKILL), so that nothing of it is left in /dev/shm.
+    The reaper (server/reaper.py) calls it when the serving process ``exited_pid`` died without
+    stopping (SIGKILL), so that nothing of it is left in /dev/shm. That process may not be
+    reaped yet (a zombie still answers ``kill(pid, 0)``), hence its pid.
     """
     folder = token_dir()
     if folder is not None:
-        _remove_stale(folder)
+        _remove_stale(folder, exited_pid)
         _remove_if_empty(folder)
 
 
@@ -155,13 +156,13 @@ def is_local_host(host: str) -> bool:
     return address.is_loopback or address.is_unspecified
 
 
-def _remove_stale(folder: pathlib.Path) -> None:
+def _remove_stale(folder: pathlib.Path, exited_pid: Optional[int] = None) -> None:
     """Remove the token files whose serving process is gone (killed before it could remove them)."""
     for path in folder.glob("port-*.token"):
         try:
             with open(path, encoding="ascii") as file:
                 owner = int(file.read().split()[0])
-            if not _alive(owner):
+            if owner == exited_pid or not _alive(owner):
                 path.unlink()
         except (OSError, ValueError, IndexError):
             continue

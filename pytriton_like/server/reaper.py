@@ -64,7 +64,7 @@ def main(args: List[str]) -> None:
         except FileNotFoundError:
             pass
     unlink_segments(owner_pid)
-    remove_stale_tokens()  # the dead owner's access-token files
+    remove_stale_tokens(owner_pid)  # its access-token files
 
 
 def group_members(pgid: int) -> List[Tuple[int, List[str]]]:

@@ -54,7 +54,8 @@ def test_the_folder_goes_with_the_last_token(runtime_dir):
 
 def test_the_reaper_removes_a_dead_servers_tokens_and_the_folder(runtime_dir):
     access_tokens.write_token(54330, "killed", owner_pid=2**22 + 12345)
-    access_tokens.remove_stale_tokens()
+    access_tokens.write_token(54331, "exited, not reaped yet", owner_pid=os.getppid())  # alive to kill(pid, 0)
+    access_tokens.remove_stale_tokens(os.getppid())
     assert not runtime_dir.exists()
 
 
