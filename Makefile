@@ -38,21 +38,23 @@ clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache pytriton_like/relay/*.so
 	$(MAKE) -C native clean
 
-# The relay's backend built with AddressSanitizer and UndefinedBehaviorSanitizer, and the
+# The relay's backend and the token-hiding library built with AddressSanitizer and UBSan, and the
 # functional and integration tests run on it (tritonserver is not instrumented: the sanitizer
 # runtime is preloaded into every process of the run). The plain build is restored afterwards.
 # Deselected: with the runtime preloaded, a tritonserver that fails before serving hangs in
 # exit() (a bundled library's destructor, libp11-kit, waits for glibc's locale lock), so the test
 # of a failing start would see a timeout instead of the exit it checks; no model is loaded there.
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
-RELAY_LIBRARY := ../pytriton_like/relay/libtriton_pytriton_like.so
+# Both native libraries, built in place of the installed ones (the package is installed editable).
+NATIVE_OUTPUTS := OUT=../pytriton_like/relay/libtriton_pytriton_like.so \
+	HIDE_TOKEN_OUT=../pytriton_like/relay/libpytriton_like_hide_token.so
 sanitize: $(STAMP)
-	$(MAKE) -B -C native OUT=$(RELAY_LIBRARY) EXTRA_CFLAGS="$(SANITIZE_FLAGS)"
+	$(MAKE) -B -C native $(NATIVE_OUTPUTS) EXTRA_CFLAGS="$(SANITIZE_FLAGS)"
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		$(BIN)/python -m pytest tests/functional tests/integration -p no:cacheprovider -q \
 		--deselect tests/functional/test_lifecycle.py::test_a_server_that_exits_while_starting_says_why; \
-		status=$$?; $(MAKE) -B -C native OUT=$(RELAY_LIBRARY) && exit $$status
+		status=$$?; $(MAKE) -B -C native $(NATIVE_OUTPUTS) && exit $$status
 
 # libFuzzer on the backend's decoder of the worker's answers, FUZZ_SECONDS long (default 120).
 FUZZ_CORPUS ?= /tmp/pytriton_like-fuzz-corpus
