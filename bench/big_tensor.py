@@ -37,12 +37,13 @@ import os
 import pathlib
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from typing import Dict, List, Optional
+
+from servers import free_ports  # bench/servers.py: this script runs from bench/
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -259,17 +260,6 @@ class Sampler:
     def between(self, start: float, end: float) -> List[Dict[str, int]]:
         with self._lock:
             return [sample for at, sample in self.samples if start <= at <= end]
-
-
-def free_ports(count: int) -> List[int]:
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
 
 
 def _peak(samples: List[Dict[str, int]], key: str) -> Dict[str, int]:
