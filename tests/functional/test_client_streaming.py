@@ -118,7 +118,7 @@ class SyncFace:
         def run(index, inputs):
             client = self.open()
             try:
-                results[index] = SyncFace.stream(self, *inputs, client=client)
+                results[index] = self.stream(*inputs, client=client)
             finally:
                 client.close()
 

@@ -79,28 +79,27 @@ def test_serving_alone_does_not_import_the_client_side():
     # both are imported with pytriton_like.triton (an import cut short by a signal while the
     # server starts would leave gevent half-initialised). Our model clients and the asyncio
     # stacks are loaded only when used.
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, pytriton_like.triton; "
-        "print(sorted(m for m in ('pytriton_like.client', 'aiohttp', 'tritonclient.grpc.aio', 'tritonclient.http.aio')"
-        " if m in sys.modules))"
+    loaded = modules_loaded_by(
+        "pytriton_like.triton", ["pytriton_like.client", "aiohttp", "tritonclient.grpc.aio", "tritonclient.http.aio"]
     )
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert completed.stdout.strip() == "[]"
+    assert loaded == "[]"
 
 
 def test_importing_the_clients_loads_no_transport_until_one_is_used():
     # tritonclient's HTTP (gevent), gRPC and asyncio (aiohttp) stacks are imported when a client
     # opens its first connection (client/connections.py), not with the package: ~25 MiB of RSS.
+    loaded = modules_loaded_by(
+        "pytriton_like.client, pytriton_like.decorators, pytriton_like.model_config",
+        ["gevent", "grpc", "aiohttp", "tritonclient.http", "tritonclient.grpc"],
+    )
+    assert loaded == "[]"
+
+
+def modules_loaded_by(imports: str, candidates: list) -> str:
+    """Which of ``candidates`` a fresh interpreter has loaded after ``import <imports>`` (printed sorted list)."""
     import subprocess
     import sys
 
-    code = (
-        "import sys, pytriton_like.client, pytriton_like.decorators, pytriton_like.model_config; "
-        "print(sorted(m for m in ('gevent', 'grpc', 'aiohttp', 'tritonclient.http', 'tritonclient.grpc')"
-        " if m in sys.modules))"
-    )
+    code = f"import sys, {imports}; print(sorted(m for m in {candidates!r} if m in sys.modules))"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert completed.stdout.strip() == "[]"
+    return completed.stdout.strip()
