@@ -1,12 +1,12 @@
 """Access tokens of the servers this OS user runs on this host, in owner-only files.
 
 A running ``Triton`` writes its token to ``<runtime dir>/port-<port>.token`` for its HTTP and
-gRPC ports, and removes the files (and the folder, once empty) when it stops. A client of this package that connects to a
-port on this host without an ``access_token`` reads the file of that port, so the restricted
-calls (load, unload, statistics...) work for the user who started the server, in any of their
-processes, without passing the token around. Other users cannot read it: the folder is 0700
-and the files 0600. Nobody gains anything they could not have already: a process of the same
-user can read the server's memory anyway.
+gRPC ports, and removes the files (and the folder, once empty) when it stops. A client of this
+package that connects to a port on this host without an ``access_token`` reads the file of that
+port, so the restricted calls (load, unload, statistics...) work for the user who started the
+server, in any of their processes, without passing the token around. Other users cannot read
+it: the folder is 0700 and the files 0600. Nobody gains anything they could not have already: a
+process of the same user can read the server's memory anyway.
 
 The runtime dir is ``$XDG_RUNTIME_DIR/pytriton_like`` when that exists, else
 ``/dev/shm/pytriton_like_tokens-<uid>`` (a tmpfs, as the XDG runtime dir is: the token never
