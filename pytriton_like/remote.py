@@ -296,7 +296,7 @@ class RemoteTriton:
 def _entry_for_load_api(model_dir: pathlib.Path):
     """The model's config as JSON and its other files as ``{"file:<path>": bytes}``, for Triton's load API."""
     from google.protobuf import json_format, text_format  # noqa: PLC0415 - comes with tritonclient
-    from tritonclient.grpc import model_config_pb2  # noqa: PLC0415
+    from .model_config.proto import model_config_pb2  # noqa: PLC0415
 
     message = text_format.Parse((model_dir / "config.pbtxt").read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
     files = {}

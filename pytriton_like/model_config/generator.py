@@ -9,7 +9,7 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Union
 
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
+from .proto import model_config_pb2
 
 from ..exceptions import PyTritonBadParameterError, PyTritonValidationError
 from .common import DynamicBatcher, ModelWarmup, QueuePolicy, SequenceBatcher, SequenceStrategy

@@ -4,7 +4,7 @@ import pathlib
 from typing import Any
 
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
+from .proto import model_config_pb2
 
 from ..exceptions import PyTritonModelConfigError
 

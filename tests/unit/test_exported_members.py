@@ -74,15 +74,28 @@ def test_every_module_states_its_public_names(module_name):
 
 
 def test_serving_alone_does_not_import_the_client_side():
-    # Serving uses tritonclient for what it is good at: its HTTP client for the server's control
-    # calls, and Triton's ModelConfig protobuf (shipped in tritonclient.grpc) for config.pbtxt;
-    # both are imported with pytriton_like.triton (an import cut short by a signal while the
-    # server starts would leave gevent half-initialised). Our model clients and the asyncio
-    # stacks are loaded only when used.
+    # Serving makes its control calls with the standard library's http.client and reads Triton's
+    # ModelConfig protobuf from its file (model_config/proto.py): tritonclient's HTTP (gevent) and
+    # gRPC stacks, our model clients and the asyncio stacks are loaded only when a client is used.
     loaded = modules_loaded_by(
-        "pytriton_like.triton", ["pytriton_like.client", "aiohttp", "tritonclient.grpc.aio", "tritonclient.http.aio"]
+        "pytriton_like.triton",
+        ["pytriton_like.client", "aiohttp", "gevent", "grpc", "tritonclient.http", "tritonclient.grpc",
+         "tritonclient.grpc.model_config_pb2"],
     )
-    assert loaded == "[]"
+    assert loaded == "['tritonclient.grpc.model_config_pb2']"
+
+
+def test_a_client_imported_after_serving_shares_the_model_config_messages():
+    # model_config/proto.py loads Triton's ModelConfig module under tritonclient's own name, so
+    # tritonclient.grpc, imported later, uses the same module and the same message classes.
+    code = (
+        "import pytriton_like.triton, sys; from pytriton_like.model_config.proto import model_config_pb2 as ours; "
+        "import tritonclient.grpc, tritonclient.grpc.model_config_pb2 as theirs; "
+        "from tritonclient.grpc import service_pb2; "
+        "print(ours is theirs is tritonclient.grpc.model_config_pb2, "
+        "type(service_pb2.ModelConfigResponse().config) is ours.ModelConfig)"
+    )
+    assert run_python(code) == "True True"
 
 
 def test_importing_the_clients_loads_no_transport_until_one_is_used():
@@ -97,9 +110,13 @@ def test_importing_the_clients_loads_no_transport_until_one_is_used():
 
 def modules_loaded_by(imports: str, candidates: list) -> str:
     """Which of ``candidates`` a fresh interpreter has loaded after ``import <imports>`` (printed sorted list)."""
+    return run_python(f"import sys, {imports}; print(sorted(m for m in {candidates!r} if m in sys.modules))")
+
+
+def run_python(code: str) -> str:
+    """What a fresh interpreter prints running ``code`` (stripped)."""
     import subprocess
     import sys
 
-    code = f"import sys, {imports}; print(sorted(m for m in {candidates!r} if m in sys.modules))"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return completed.stdout.strip()
