@@ -35,19 +35,20 @@ test-deploy: $(STAMP)
 	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache pytriton_like/relay/*.so
+	rm -rf $(VENV) build *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
 	$(MAKE) -C native clean
 
-# The relay's backend and the token-hiding library built with AddressSanitizer and UBSan, and the
+# The relay's backend, the token-hiding library and the reaper's waiting program built with AddressSanitizer and UBSan, and the
 # functional and integration tests run on it (tritonserver is not instrumented: the sanitizer
 # runtime is preloaded into every process of the run). The plain build is restored afterwards.
 # Deselected: with the runtime preloaded, a tritonserver that fails before serving hangs in
 # exit() (a bundled library's destructor, libp11-kit, waits for glibc's locale lock), so the test
 # of a failing start would see a timeout instead of the exit it checks; no model is loaded there.
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
-# Both native libraries, built in place of the installed ones (the package is installed editable).
+# The native libraries and program, built in place of the installed ones (the package is installed editable).
 NATIVE_OUTPUTS := OUT=../pytriton_like/relay/libtriton_pytriton_like.so \
-	HIDE_TOKEN_OUT=../pytriton_like/relay/libpytriton_like_hide_token.so
+	HIDE_TOKEN_OUT=../pytriton_like/relay/libpytriton_like_hide_token.so \
+	REAPER_WAIT_OUT=../pytriton_like/server/reaper_wait
 sanitize: $(STAMP)
 	$(MAKE) -B -C native $(NATIVE_OUTPUTS) EXTRA_CFLAGS="$(SANITIZE_FLAGS)"
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \

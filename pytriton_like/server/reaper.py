@@ -5,31 +5,41 @@ ends itself (the Python backend checks its parent), unless its main thread was w
 moment: it may then hang for good holding the GIL, so that no Python in it runs again (measured:
 3 of 8 SIGKILLs of a serving process under load left such a stub, with its shared memory and a
 few percent of a CPU, for good). No code inside the stub can help then, so a process of its own,
-started with the server, waits for the user process to exit (a pidfd), kills what is left of the
-server's process group, removes the stubs' regions named on their command lines, the named
-segments of the user process and its access-token files, and exits. A normal stop ends it first.
+started with the server, waits for the user process to exit, kills what is left of the server's
+process group, removes the stubs' regions named on their command lines, the named segments of the
+user process and its access-token files, and exits. A normal stop ends it first.
+
+The waiting is done by a small program (``reaper_wait``, native/reaper_wait.c: a pidfd, about 1 MiB
+of RSS where an idle Python interpreter takes 14); once the user process has exited it execs
+Python with :func:`main`, the clean-up.
 """
 
 import os
-import select
+import pathlib
 import signal
 import subprocess
 import sys
-import time
 from typing import List, Tuple
 
-__all__ = ["start_reaper", "stop_reaper", "group_members"]
+__all__ = ["start_reaper", "stop_reaper", "group_members", "REAPER_WAIT"]
 
 _OURS = ("tritonserver", "triton_python_backend_stub")
 
+# Built when the package is installed (setup.py), next to this module.
+REAPER_WAIT = pathlib.Path(__file__).resolve().parent / "reaper_wait"
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BOOT = f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); from pytriton_like.server.reaper import main; main(sys.argv[1:])"
 
 
 def start_reaper(server_pgid: int) -> subprocess.Popen:
-    """Start the reaper of the server whose process group is ``server_pgid``, for this process."""
+    """Start the reaper of the server whose process group is ``server_pgid``, for this process.
+
+    Raises:
+        OSError: the reaper cannot be started (e.g. ``reaper_wait`` was not built).
+    """
+    owner = str(os.getpid())
     return subprocess.Popen(
-        [sys.executable, "-c", _BOOT, str(os.getpid()), str(server_pgid)],
+        [str(REAPER_WAIT), owner, sys.executable, "-c", _BOOT, owner, str(server_pgid)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         start_new_session=True,  # a Ctrl-C or a signal to our group must not end it
@@ -44,11 +54,11 @@ def stop_reaper(reaper: subprocess.Popen) -> None:
 
 
 def main(args: List[str]) -> None:
+    """The clean-up after the user process ``args[0]`` exited, of the server in process group ``args[1]``."""
     from ..access_tokens import remove_stale_tokens  # noqa: PLC0415
     from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX, unlink_segments  # noqa: PLC0415
 
     owner_pid, server_pgid = int(args[0]), int(args[1])
-    _wait_for_exit(owner_pid)
     regions = []
     for pid, cmdline in group_members(server_pgid):
         # Only tritonserver and its stubs: should the group id have been reused, nothing else.
@@ -83,20 +93,3 @@ def group_members(pgid: int) -> List[Tuple[int, List[str]]]:
             continue  # gone meanwhile
     return found
 
-
-def _wait_for_exit(pid: int) -> None:
-    from ..relay.shm import process_alive  # noqa: PLC0415
-
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    except (AttributeError, OSError):  # no pidfd on this Python or kernel
-        while process_alive(pid):
-            time.sleep(1)
-        return
-    try:
-        select.select([fd], [], [])
-    finally:
-        os.close(fd)
-    return True

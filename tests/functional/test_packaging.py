@@ -1,4 +1,5 @@
-"""The built wheel: what a `pip install` user gets (typing marker, the command, no stray dependencies)."""
+"""The built wheel: what a `pip install` user gets (typing marker, the command, the native code
+built for this machine, no stray dependencies)."""
 
 import pathlib
 import re
@@ -12,13 +13,15 @@ import pytriton_like
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_the_wheel_ships_py_typed_and_the_command(tmp_path):
+def test_the_wheel_ships_py_typed_the_command_and_the_native_code(tmp_path):
     # Built from a copy, so that the working tree gets no build/ folder.
     source = tmp_path / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(ROOT / "pytriton_like", source / "pytriton_like", ignore=shutil.ignore_patterns("__pycache__"))
+    built = ("*.so", "reaper_wait", "fuzz_wire", "__pycache__")  # the wheel must build its own
+    shutil.copytree(ROOT / "pytriton_like", source / "pytriton_like", ignore=shutil.ignore_patterns(*built))
+    shutil.copytree(ROOT / "native", source / "native", ignore=shutil.ignore_patterns(*built))
     completed = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path / "dist"), str(source)],
         capture_output=True,
@@ -33,9 +36,13 @@ def test_the_wheel_ships_py_typed_and_the_command(tmp_path):
         scripts = archive.read(entry_points).decode()
         (metadata_file,) = [name for name in names if name.endswith(".dist-info/METADATA")]
         metadata = archive.read(metadata_file).decode().splitlines()
+        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
     requirements = [line.split(": ", 1)[1] for line in metadata if line.startswith("Requires-Dist")]
     requires = {re.split(r"[ <>=!~;\[]", requirement)[0].lower() for requirement in requirements}
     assert "pytriton_like/py.typed" in names
+    for native in ("relay/libtriton_pytriton_like.so", "relay/libpytriton_like_hide_token.so", "server/reaper_wait"):
+        assert f"pytriton_like/{native}" in names
+    assert modes["pytriton_like/server/reaper_wait"] & 0o111  # a program: pip installs it executable
     assert "pytriton_like = pytriton_like.cli:main" in scripts
     assert {"numpy", "nvidia-pytriton", "tritonclient", "wrapt"} <= requires
     assert not requires & {"sh", "typing-extensions", "typing_extensions"}  # declared once, never imported

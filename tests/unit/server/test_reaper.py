@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 from pytriton_like.relay.shm import SEGMENT_PREFIX, SHM_DIR, STUB_REGION_PREFIX
-from pytriton_like.server.reaper import start_reaper, stop_reaper
+from pytriton_like.server.reaper import REAPER_WAIT, start_reaper, stop_reaper
 
 # The user process: starts a reaper for the group it is given and waits to be killed.
 OWNER = textwrap.dedent(
@@ -85,6 +85,22 @@ def test_a_normal_stop_ends_the_reaper_and_leaves_the_group_alone():
         assert reaper.returncode == -signal.SIGTERM
         stop_reaper(reaper)  # twice is harmless
         assert group.poll() is None
+    finally:
+        group.kill()
+        group.wait()
+
+
+def test_the_reaper_waits_as_a_small_program_not_a_python_interpreter():
+    group = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        reaper = start_reaper(group.pid)
+        try:
+            assert os.readlink(f"/proc/{reaper.pid}/exe") == str(REAPER_WAIT)
+            with open(f"/proc/{reaper.pid}/status", encoding="ascii") as status:
+                rss_kib = int(next(line for line in status if line.startswith("VmRSS:")).split()[1])
+            assert rss_kib < 4096  # an idle Python interpreter with the clean-up's imports: ~14 MiB
+        finally:
+            stop_reaper(reaper)
     finally:
         group.kill()
         group.wait()
