@@ -154,16 +154,16 @@ class ServerProcess:
             self._set_state(ServerState.EXITED)
             return
         logger.info("tritonserver started (pid %d), log in %s", self._process.pid, self.log_file)
+        # The stubs inherit the server's output: the pipe may outlive the server, so its end is
+        # not the server's exit. Read from now on: the readiness is in it, whatever the reaper does.
+        pump = threading.Thread(target=self._pump_log, name="tritonserver-log", daemon=True)
+        pump.start()
         with self._changed:
             if not self._stopped:
                 try:
                     self._reaper = start_reaper(self._process.pid)
                 except OSError as exc:
                     logger.warning("cannot start the reaper of tritonserver's stubs: %s", exc)
-        # The stubs inherit the server's output: the pipe may outlive the server, so its end is
-        # not the server's exit.
-        pump = threading.Thread(target=self._pump_log, name="tritonserver-log", daemon=True)
-        pump.start()
         self.returncode = self._process.wait()
         # Its last lines (why it exited) may still be in the pipe: read them before saying it
         # exited. Only a little while: stubs still running keep the pipe open.
@@ -317,7 +317,12 @@ def _signal(process: subprocess.Popen, signum: int) -> None:
         pass
 
 
+# Looked up here, in the parent: the child must not dlopen between fork and exec, since another
+# thread of ours may have held the dynamic loader's lock at the fork, and the child would wait for
+# it for ever (it never becomes ready).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _die_with_parent_thread() -> None:
     # Runs in the child between fork and exec.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
