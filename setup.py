@@ -17,21 +17,26 @@ from setuptools.command.build_ext import build_ext
 
 SOURCES = ["backend.c", "wire.c", "transport.c", "settings.c", "metrics.c", "log.c"]
 CFLAGS = ["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-fvisibility=hidden"]
-PROGRAMS = {"reaper_wait"}  # built as programs (by the module's last name); the others as shared libraries
+PROGRAMS = {"reaper_wait"}  # built as programs; the others as shared libraries
+
+
+def _is_program(name: str) -> bool:
+    """Whether the module ``name`` (dotted, or its last part) is built as a program."""
+    return name.rsplit(".", 1)[-1] in PROGRAMS
 
 
 class BuildBackend(build_ext):
     """Compiles the native code with the flags above (cc, or $CC), each named as its user wants it."""
 
     def get_ext_filename(self, fullname):
-        return os.path.join(*fullname.split(".")) + ("" if fullname.split(".")[-1] in PROGRAMS else ".so")
+        return os.path.join(*fullname.split(".")) + ("" if _is_program(fullname) else ".so")
 
     def build_extension(self, ext):
         output = pathlib.Path(self.get_ext_fullpath(ext.name))
         output.parent.mkdir(parents=True, exist_ok=True)
         compiler = os.environ.get("CC", "cc").split()
         extra = os.environ.get("PYTRITON_LIKE_CFLAGS", "").split()  # e.g. the sanitizer build (Makefile)
-        kind = [] if ext.name.split(".")[-1] in PROGRAMS else ["-shared"]
+        kind = [] if _is_program(ext.name) else ["-shared"]
         command = [*compiler, *CFLAGS, *kind, *extra, "-o", str(output), *ext.sources, "-lpthread"]
         print(" ".join(command))
         subprocess.run(command, check=True)

@@ -186,14 +186,15 @@ class ClientCore(ServerCore):
             return None
         config = self._require_config()
         inputs = bind_inputs(config, call.inputs, call.named_inputs)
-        sample = not batches(config) if call.sample is None else call.sample
-        arrays = wire_arrays(config, inputs, sample and batches(config))
-        batch = next(iter(arrays.values())).shape[0] if batches(config) and arrays else 1
+        batching = batches(config)
+        sample = not batching if call.sample is None else call.sample
+        arrays = wire_arrays(config, inputs, sample and batching)
+        batch = next(iter(arrays.values())).shape[0] if batching and arrays else 1
         known: Dict[str, int] = {}
         for spec in config.outputs:
             if spec.name in by_socket:
                 continue
-            fixed = _fixed_bytes(spec, batch if batches(config) else 1)
+            fixed = _fixed_bytes(spec, batch)
             if fixed is not None:
                 known[spec.name] = fixed
             elif not call.sequence:

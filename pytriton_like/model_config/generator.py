@@ -9,10 +9,10 @@ import pathlib
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Union
 
 from google.protobuf import text_format
-from .proto import model_config_pb2
 
 from ..exceptions import PyTritonBadParameterError, PyTritonValidationError
 from .common import DynamicBatcher, ModelWarmup, QueuePolicy, SequenceBatcher, SequenceStrategy
+from .proto import model_config_pb2
 from .triton_model_config import BOUND_MODEL_BACKEND, TensorSpec, TritonModelConfig, response_cache_enabled
 from .validation import dtype_to_triton, scalar_type, triton_to_dtype, validate_config
 

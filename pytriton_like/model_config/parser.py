@@ -4,9 +4,9 @@ import pathlib
 from typing import Any
 
 from google.protobuf import text_format
-from .proto import model_config_pb2
 
 from ..exceptions import PyTritonModelConfigError
+from .proto import model_config_pb2
 
 __all__ = ["CONFIG_FILE_NAME", "parse_config_file", "parse_config_text"]
 

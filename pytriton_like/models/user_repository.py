@@ -15,7 +15,6 @@ __all__ = ["ModelRepository", "Fingerprint", "open_repository", "repository_loca
 Fingerprint = Tuple[Tuple[str, int, int], ...]
 
 
-
 class ModelRepository:
     """A folder with one sub-folder per model (``<model>/config.pbtxt``, ``<model>/<version>/model.py``).
 

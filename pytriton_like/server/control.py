@@ -12,7 +12,7 @@ import base64
 import http.client
 import json
 import time
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import quote
 
 from .security import ACCESS_TOKEN_HEADER
@@ -184,7 +184,7 @@ class ServerControl:
 
     def _exchange(
         self, method: str, path: str, timeout_s: float, body: Optional[Dict[str, Any]] = None
-    ) -> "tuple[int, bytes]":
+    ) -> Tuple[int, bytes]:
         headers = {"Content-Type": "application/json"} if body is not None else {}
         token = self._token_now()
         if token:

@@ -25,9 +25,10 @@ __all__ = ["start_reaper", "stop_reaper", "group_members", "REAPER_WAIT"]
 
 _OURS = ("tritonserver", "triton_python_backend_stub")
 
+_HERE = pathlib.Path(__file__).resolve().parent
 # Built when the package is installed (setup.py), next to this module.
-REAPER_WAIT = pathlib.Path(__file__).resolve().parent / "reaper_wait"
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REAPER_WAIT = _HERE / "reaper_wait"
+_PACKAGE_PARENT = str(_HERE.parent.parent)
 _BOOT = f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); from pytriton_like.server.reaper import main; main(sys.argv[1:])"
 
 
@@ -92,4 +93,3 @@ def group_members(pgid: int) -> List[Tuple[int, List[str]]]:
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
     return found
-
