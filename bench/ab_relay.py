@@ -6,7 +6,7 @@ per instance, PYTRITON_TRITON_CONFIG_RELAY_IN_FLIGHT, or the spin, PYTRITON_TRIT
 or one of the floors ("floor", "native_floor"). Per variant, protocol and concurrency it prints
 perf_analyzer's throughput and p50, the mean batch Triton formed, Triton's mean time per batch
 in the model (compute_infer: for pytriton_like the round trip to the worker), and the CPU each
-serving process used per request.
+serving process used per request (and how much of it in the kernel).
 
 Usage:
     .venv/bin/python bench/ab_relay.py --rounds 3 \\
@@ -25,6 +25,7 @@ import json
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,18 +67,22 @@ def start(name: str, env: Dict[str, str], workdir: pathlib.Path) -> servers.Serv
 def measure_one(server: servers.Server, protocol: str, concurrency: int, interval_ms: int) -> Dict:
     port = server.http_port if protocol == "http" else server.grpc_port
     processes = server.tree.refresh()
-    before = {p.pid: (p.name(), sum(p.cpu_times()[:2])) for p in processes}
+    before = {p.pid: (p.name(), p.cpu_times()[:2]) for p in processes}
     counts, started = stats(server.http_port), time.monotonic()
     result = measure.perf_analyzer(protocol, port, concurrency=concurrency, interval_ms=interval_ms)
     elapsed, after = time.monotonic() - started, stats(server.http_port)
     cpu: Dict[str, float] = {}
+    system: Dict[str, float] = {}  # the part of it spent in the kernel
     for process in server.tree.refresh():
         if process.pid in before:
-            name, then = before[process.pid]
-            cpu[name] = cpu.get(name, 0.0) + sum(process.cpu_times()[:2]) - then
+            name, (user_then, system_then) = before[process.pid]
+            user_now, system_now = process.cpu_times()[:2]
+            cpu[name] = cpu.get(name, 0.0) + user_now - user_then + system_now - system_then
+            system[name] = system.get(name, 0.0) + system_now - system_then
     requests = result["req_per_s"] * elapsed  # about: perf_analyzer's rate over the whole run
     out = {"rps": result["req_per_s"], "p50_ms": result["p50_ms"],
            "cpu_us_per_request": {name: round(seconds / requests * 1e6, 1) for name, seconds in cpu.items()},
+           "system_us_per_request": {name: round(seconds / requests * 1e6, 1) for name, seconds in system.items()},
            "cpu_share": {name: round(seconds / elapsed, 2) for name, seconds in cpu.items()}}
     if counts and after and after["batches"] > counts["batches"]:
         out["batch"] = (after["requests"] - counts["requests"]) / (after["batches"] - counts["batches"])
@@ -112,7 +117,11 @@ def main() -> int:
                 try:
                     for protocol in protocols:
                         for level in concurrency:
-                            one = measure_one(server, protocol, level, args.interval_ms)
+                            try:
+                                one = measure_one(server, protocol, level, args.interval_ms)
+                            except (RuntimeError, subprocess.TimeoutExpired) as exc:  # one measurement lost, not the A/B
+                                print(f"round {number + 1} {name} {protocol} c{level}: failed: {exc}", flush=True)
+                                continue
                             results.setdefault(name, {}).setdefault(f"{protocol} c{level}", []).append(one)
                             print(f"round {number + 1} {name} {protocol} c{level}: {one}", flush=True)
                 finally:
