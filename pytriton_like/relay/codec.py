@@ -6,7 +6,7 @@ reverse, and the tests and the benchmark use both directions here.
 
 import math
 import struct
-from typing import Any, Dict, List, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -47,7 +47,15 @@ from .wire_format import (  # the format's private constants too: this module is
     triton_dtype,
 )
 
-__all__ = ["decode_batch", "encode_batch", "encode_result", "failed_result", "decode_result"]
+__all__ = [
+    "decode_batch",
+    "encode_batch",
+    "encode_result",
+    "plain_outputs",
+    "encode_plain_result",
+    "failed_result",
+    "decode_result",
+]
 
 _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
@@ -336,6 +344,62 @@ def encode_result(batch_id: int, slot: int, responses: Sequence[Union[str, Dict[
     records, replaced = message.records()
     flags = (_FINAL if final else 0) | (_NEW_ARENA if replaced else 0)
     return message.parts(Kind.RESULT, flags, batch_id, callable_ns, slot, records), replaced
+
+
+def plain_outputs(dtypes: Dict[str, np.dtype]) -> Optional[Dict[str, Tuple[np.dtype, int, bytes]]]:
+    """What :func:`encode_plain_result` needs of a model's outputs (name -> numeric dtype): per
+    name its dtype, Triton's number for it and the encoded name; None when one is not numeric."""
+    plain = {}
+    for name, dtype in dtypes.items():
+        code = _LITTLE_CODES.get(dtype)
+        if code is None:
+            return None
+        plain[name] = (dtype, code, name.encode("utf-8"))
+    return plain
+
+
+def encode_plain_result(batch_id: int, slot: int, requests: Sequence[Request], responses: List[Any],
+                        outputs: Dict[str, Tuple[np.dtype, int, bytes]], *, threshold: int, callable_ns: int = 0,
+                        final: bool = True) -> Optional[List[Any]]:
+    """The parts of the RESULT that :func:`encode_result` makes, for the common case; None otherwise.
+
+    The common case: no request names the outputs it wants, and each response is a dict of
+    exactly the model's ``outputs`` (from :func:`plain_outputs`), each a C-contiguous array of its
+    declared dtype smaller than ``threshold`` bytes (inline, no arena). Such a response needs
+    neither checks nor conversions, and this builds its records with a few calls per tensor: in a
+    running server what a small batch costs follows the number of Python functions it runs
+    (docs/performance.md), and this replaces the dozen per response of checking and encoding.
+    """
+    head = bytearray(HEADER.size)
+    data: List[Any] = []
+    data_len = 0
+    count = len(outputs)
+    response_head = RESPONSE.pack(count, 0, 0)
+    for request, response in zip(requests, responses):
+        if type(response) is not dict or len(response) != count or request.requested_output_names:
+            return None
+        head += response_head
+        for name, array in response.items():
+            spec = outputs.get(name)
+            if spec is None or type(array) is not np.ndarray or array.dtype != spec[0] or not array.flags.c_contiguous:
+                return None
+            nbytes = array.nbytes
+            ndim = array.ndim
+            if nbytes >= threshold or ndim > MAX_DIMS:
+                return None
+            raw_name = spec[2]
+            head += _TENSORS[ndim].pack(spec[1], ndim, len(raw_name), INLINE, data_len, nbytes, *array.shape)
+            head += raw_name
+            data.append(array)
+            padding = -nbytes & (ALIGN - 1)
+            if padding:
+                data.append(_PADDING[padding])
+            data_len += nbytes + padding
+    head += _PADDING[-len(head) & (ALIGN - 1)]
+    flags = _FINAL if final else 0
+    HEADER.pack_into(head, 0, PROTOCOL_VERSION, Kind.RESULT, flags, len(responses), batch_id, callable_ns, slot, 0,
+                     len(head), 0)
+    return [head, *data]
 
 
 def failed_result(batch_id: int, slot: int, error: str, callable_ns: int = 0) -> bytes:

@@ -12,8 +12,10 @@ from ..relay.protocol import (
     Kind,
     ProtocolError,
     encode_header,
+    encode_plain_result,
     encode_result,
     failed_result,
+    plain_outputs,
     read_header,
 )
 from .outputs import OutputChecker, OutputError
@@ -44,6 +46,8 @@ class BatchHandler:
         self._checker = checker
         self._on_unrecoverable = on_unrecoverable
         self.shm_threshold = shm_threshold
+        dtypes = checker.plain_dtypes()
+        self._plain = None if dtypes is None else plain_outputs(dtypes)
 
     def welcome(self, body) -> Tuple[bytes, Optional[int]]:
         """The answer to a HELLO: WELCOME, or a FAILED one naming a protocol the worker does not
@@ -89,6 +93,11 @@ class BatchHandler:
             raise ValueError(
                 f"the inference callable returned {len(responses)} responses for {len(requests)} requests"
             )
+        if self._plain is not None and (arena is None or arena.pending_fd is None):
+            parts = encode_plain_result(batch_id, slot, requests, responses, self._plain, threshold=self.shm_threshold,
+                                        callable_ns=callable_ns, final=final)
+            if parts is not None:
+                return parts, False
         items = [self._item(request, response) for request, response in zip(requests, responses)]
         return encode_result(
             batch_id, slot, items, arena=arena, threshold=self.shm_threshold, callable_ns=callable_ns, final=final

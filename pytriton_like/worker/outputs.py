@@ -54,6 +54,13 @@ class OutputChecker:
         self._check_missing = not partial
         self._warned_missing = False
 
+    def plain_dtypes(self) -> Optional[Dict[str, np.dtype]]:
+        """The declared outputs' dtypes when a response holding exactly those, as arrays of those
+        dtypes, passes :meth:`check` unchanged (not strict, no bytes outputs); None otherwise."""
+        if self._strict or any(dtype is None for dtype in self._dtypes.values()):
+            return None
+        return dict(self._dtypes)
+
     def check(self, response: Any, batch_size: Optional[int], wanted) -> Dict[str, np.ndarray]:
         """The response's outputs as arrays (only ``wanted`` ones when given)."""
         if not isinstance(response, Mapping):

@@ -21,8 +21,10 @@ from pytriton_like.relay.protocol import (
     deserialize_bytes,
     encode_batch,
     encode_header,
+    encode_plain_result,
     encode_result,
     failed_result,
+    plain_outputs,
     read_header,
     serialize_bytes,
 )
@@ -204,6 +206,69 @@ def test_non_final_results_stream():
 def test_unsendable_outputs_are_a_type_error():
     with pytest.raises(TypeError, match="cannot send an array of dtype"):
         encode_result(1, 0, [{"y": np.zeros(2, dtype=[("a", np.int8)])}])
+
+
+PLAIN = plain_outputs({"y": np.dtype(np.float32), "n": np.dtype(np.int64)})
+THRESHOLD = 64 * 1024
+
+
+@pytest.mark.parametrize(
+    "responses",
+    [
+        [{"y": np.ones((1, 8), np.float32), "n": np.arange(1, dtype=np.int64)}],
+        [{"n": np.arange(3, dtype=np.int64), "y": np.full((3, 2, 2), 0.5, np.float32)},
+         {"y": np.zeros((0, 2, 2), np.float32), "n": np.zeros(0, np.int64)},
+         {"y": np.float32(7) * np.ones((2, 5), np.float32), "n": np.array([4, 5], np.int64)}],
+        [{"y": np.array(1.5, np.float32), "n": np.array(-1, np.int64)}],
+    ],
+    ids=["one", "three", "zero-dim"],
+)
+@pytest.mark.parametrize("final", [True, False])
+def test_a_plain_result_is_the_message_encode_result_makes(responses, final):
+    requests = [Request({}) for _ in responses]
+    plain = encode_plain_result(9, 2, requests, responses, PLAIN, threshold=THRESHOLD, callable_ns=321, final=final)
+    general, replaced = encode_result(9, 2, responses, threshold=THRESHOLD, callable_ns=321, final=final)
+    assert bytes(joined(plain)) == bytes(joined(general)) and not replaced
+    result = decode_result(joined(plain))
+    assert (result.batch_id, result.slot, result.final, result.callable_ns) == (9, 2, final, 321)
+    for got, sent in zip(result.responses, responses):
+        assert got.keys() == sent.keys()
+        for name in sent:
+            np.testing.assert_array_equal(got[name], sent[name])
+
+
+ROW = np.ones((1, 8), np.float32)
+N = np.arange(1, dtype=np.int64)
+
+
+@pytest.mark.parametrize(
+    "response, request_outputs",
+    [
+        ({"y": ROW}, None),  # an output missing: the checker warns
+        ({"y": ROW, "n": N, "z": N}, None),  # an undeclared one: left out
+        ({"y": ROW, "z": N}, None),
+        ({"y": ROW.astype(np.float64), "n": N}, None),  # another dtype: cast
+        ({"y": ROW.astype(">f4"), "n": N}, None),  # big-endian
+        ({"y": np.ones((8, 2), np.float32).T, "n": N}, None),  # not C-contiguous
+        ({"y": np.ma.masked_array(ROW), "n": N}, None),  # a subclass
+        ({"y": [[1.0] * 8], "n": N}, None),  # not an array
+        ({"y": np.ones(THRESHOLD // 4, np.float32), "n": N}, None),  # for the arena
+        ("model 'M': bad output", None),  # an error text
+        ([ROW, N], None),  # not a dict
+        ({"y": ROW, "n": N}, ["y"]),  # the request wants only some outputs
+    ],
+    ids=["missing", "undeclared", "renamed", "float64", "big-endian", "strided", "subclass", "list", "large",
+         "error", "not-a-dict", "requested"],
+)
+def test_a_plain_result_declines_what_needs_checking_or_the_arena(response, request_outputs):
+    requests = [Request({}), Request({}, requested_output_names=request_outputs)]
+    responses = [{"y": ROW, "n": N}, response]
+    assert encode_plain_result(1, 0, requests, responses, PLAIN, threshold=THRESHOLD) is None
+
+
+def test_plain_outputs_are_numeric_ones_only():
+    assert plain_outputs({"s": np.dtype(object)}) is None
+    assert PLAIN == {"y": (np.dtype(np.float32), 11, b"y"), "n": (np.dtype(np.int64), 9, b"n")}
 
 
 # -- malformed input --------------------------------------------------------------------------------
