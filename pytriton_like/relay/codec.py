@@ -30,7 +30,6 @@ from .wire_format import (  # the format's private constants too: this module is
     PROTOCOL_VERSION,
     REQUEST,
     RESPONSE,
-    TENSOR,
     U16,
     _FAILED,
     _FINAL,
@@ -59,7 +58,6 @@ __all__ = [
 
 _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
-_DIMS = [struct.Struct(f"<{n}q") for n in range(33)]
 _TENSORS = [struct.Struct(f"<BBHIQQ{n}q") for n in range(33)]  # a tensor record with its dimensions
 _NEW_ARENA = int(Flags.NEW_ARENA)
 
@@ -84,7 +82,7 @@ def _tensor_record(code: int, shape, name: bytes, where: int, offset: int, nbyte
     ndim = len(shape)
     if ndim > MAX_DIMS:
         raise TypeError(f"an array of {ndim} dimensions (at most {MAX_DIMS})")
-    return b"".join((TENSOR.pack(code, ndim, len(name), where, offset, nbytes), _DIMS[ndim].pack(*shape), name))
+    return _TENSORS[ndim].pack(code, ndim, len(name), where, offset, nbytes, *shape) + name
 
 
 def _read_tensor(body, pos: int, data_offset: int, arena) -> Tuple[str, np.ndarray, int]:
@@ -269,16 +267,23 @@ class _Message:
         return records, arena is not None and arena.pending_fd is not None
 
     def parts(self, kind: int, flags: int, batch_id: int, value: int, slot: int, records: List[bytes]) -> List[Any]:
-        head = bytearray(HEADER.size)  # text-less: records start right after the header (a multiple of 8)
+        head = bytearray(HEADER.size)
         for record in records:
             head += record
-        records_end = len(head)
-        head += _PADDING[-records_end & (ALIGN - 1)]
-        HEADER.pack_into(head, 0, PROTOCOL_VERSION, kind, flags, len(records), batch_id, value, slot, 0, len(head), 0)
-        return [head, *self.data]
+        return _finish(head, kind, flags, len(records), batch_id, value, slot, self.data)
 
 
 _PADDING = [bytes(n) for n in range(ALIGN)]
+
+
+def _finish(head: bytearray, kind: int, flags: int, count: int, batch_id: int, value: int, slot: int,
+            data: List[Any]) -> List[Any]:
+    """A message's parts: ``head`` (room for the header, then the records: text-less, so they start
+    right after the header, a multiple of 8) padded to where the data starts, its header filled in,
+    then ``data``."""
+    head += _PADDING[-len(head) & (ALIGN - 1)]
+    HEADER.pack_into(head, 0, PROTOCOL_VERSION, kind, flags, count, batch_id, value, slot, 0, len(head), 0)
+    return [head, *data]
 _NAMES: Dict[str, bytes] = {}
 
 
@@ -395,11 +400,7 @@ def encode_plain_result(batch_id: int, slot: int, requests: Sequence[Request], r
             if padding:
                 data.append(_PADDING[padding])
             data_len += nbytes + padding
-    head += _PADDING[-len(head) & (ALIGN - 1)]
-    flags = _FINAL if final else 0
-    HEADER.pack_into(head, 0, PROTOCOL_VERSION, Kind.RESULT, flags, len(responses), batch_id, callable_ns, slot, 0,
-                     len(head), 0)
-    return [head, *data]
+    return _finish(head, Kind.RESULT, _FINAL if final else 0, len(responses), batch_id, callable_ns, slot, data)
 
 
 def failed_result(batch_id: int, slot: int, error: str, callable_ns: int = 0) -> bytes:
