@@ -6,7 +6,8 @@ per instance, PYTRITON_TRITON_CONFIG_RELAY_IN_FLIGHT, or the spin, PYTRITON_TRIT
 or one of the floors ("floor", "native_floor"). Per variant, protocol and concurrency it prints
 perf_analyzer's throughput and p50, the mean batch Triton formed, Triton's mean time per batch
 in the model (compute_infer: for pytriton_like the round trip to the worker), and the CPU each
-serving process used per request (and how much of it in the kernel).
+serving process used per request (how much of it in the kernel) and its threads' context switches
+per request (voluntary and involuntary).
 
 Usage:
     .venv/bin/python bench/ab_relay.py --rounds 3 \\
@@ -64,25 +65,42 @@ def start(name: str, env: Dict[str, str], workdir: pathlib.Path) -> servers.Serv
                 os.environ[key] = value
 
 
+def context_switches(pid: int) -> int:
+    """Voluntary and involuntary context switches of all the process's threads so far (0 once it is gone)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                for line in status:
+                    if "ctxt_switches:" in line:  # voluntary_ and nonvoluntary_
+                        total += int(line.split()[1])
+    except OSError:
+        pass
+    return total
+
+
 def measure_one(server: servers.Server, protocol: str, concurrency: int, interval_ms: int) -> Dict:
     port = server.http_port if protocol == "http" else server.grpc_port
     processes = server.tree.refresh()
-    before = {p.pid: (p.name(), p.cpu_times()[:2]) for p in processes}
+    before = {p.pid: (p.name(), p.cpu_times()[:2], context_switches(p.pid)) for p in processes}
     counts, started = stats(server.http_port), time.monotonic()
     result = measure.perf_analyzer(protocol, port, concurrency=concurrency, interval_ms=interval_ms)
     elapsed, after = time.monotonic() - started, stats(server.http_port)
     cpu: Dict[str, float] = {}
     system: Dict[str, float] = {}  # the part of it spent in the kernel
+    switches: Dict[str, int] = {}
     for process in server.tree.refresh():
         if process.pid in before:
-            name, (user_then, system_then) = before[process.pid]
+            name, (user_then, system_then), switches_then = before[process.pid]
             user_now, system_now = process.cpu_times()[:2]
             cpu[name] = cpu.get(name, 0.0) + user_now - user_then + system_now - system_then
             system[name] = system.get(name, 0.0) + system_now - system_then
+            switches[name] = switches.get(name, 0) + context_switches(process.pid) - switches_then
     requests = result["req_per_s"] * elapsed  # about: perf_analyzer's rate over the whole run
     out = {"rps": result["req_per_s"], "p50_ms": result["p50_ms"],
            "cpu_us_per_request": {name: round(seconds / requests * 1e6, 1) for name, seconds in cpu.items()},
            "system_us_per_request": {name: round(seconds / requests * 1e6, 1) for name, seconds in system.items()},
+           "switches_per_request": {name: round(count / requests, 2) for name, count in switches.items()},
            "cpu_share": {name: round(seconds / elapsed, 2) for name, seconds in cpu.items()}}
     if counts and after and after["batches"] > counts["batches"]:
         out["batch"] = (after["requests"] - counts["requests"]) / (after["batches"] - counts["batches"])
