@@ -284,6 +284,8 @@ def _finish(head: bytearray, kind: int, flags: int, count: int, batch_id: int, v
     head += _PADDING[-len(head) & (ALIGN - 1)]
     HEADER.pack_into(head, 0, PROTOCOL_VERSION, kind, flags, count, batch_id, value, slot, 0, len(head), 0)
     return [head, *data]
+
+
 _NAMES: Dict[str, bytes] = {}
 
 
