@@ -77,6 +77,9 @@ struct instance_state {
   struct model_state* model;
   TRITONBACKEND_ModelInstance* instance;
   char name[256];
+  char path[SETTINGS_MAX_PATH]; /* the worker's socket */
+  struct model_metrics* metrics; /* the model's, or the worker's own (worker_metrics) */
+  struct model_metrics worker_metrics;
   int fd;
   uint64_t threshold;
   pthread_mutex_t lock;
@@ -253,7 +256,7 @@ static void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERV
     }
     failed = slot->count;
   }
-  metrics_add(&model->metrics, relay ? METRIC_RELAY_FAILURES : METRIC_CALLABLE_FAILURES, (double)failed);
+  metrics_add(inst->metrics, relay ? METRIC_RELAY_FAILURES : METRIC_CALLABLE_FAILURES, (double)failed);
   release_slot(inst, slot);
 }
 
@@ -493,7 +496,6 @@ static TRITONSERVER_Error* encode_batch(struct instance_state* inst, struct slot
 
 static void batch_result(struct instance_state* inst, struct slot* slot, const struct wire_header* header,
                          struct wire_cursor* cursor) {
-  struct model_state* model = inst->model;
   uint64_t compute_end = now_ns();
   uint64_t failures = 0;
   int failed_batch = (header->flags & WIRE_FAILED) != 0;
@@ -520,9 +522,9 @@ static void batch_result(struct instance_state* inst, struct slot* slot, const s
               __LINE__);
   uint64_t callable_ns = header->value;
   uint64_t exec_ns = end - slot->exec_start_ns;
-  metrics_add(&model->metrics, METRIC_CALLABLE_FAILURES, (double)failures);
-  metrics_add(&model->metrics, METRIC_CALLABLE_US, (double)(callable_ns / 1000));
-  metrics_add(&model->metrics, METRIC_RELAY_US, exec_ns > callable_ns ? (double)((exec_ns - callable_ns) / 1000) : 0.0);
+  metrics_add(inst->metrics, METRIC_CALLABLE_FAILURES, (double)failures);
+  metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(callable_ns / 1000));
+  metrics_add(inst->metrics, METRIC_RELAY_US, exec_ns > callable_ns ? (double)((exec_ns - callable_ns) / 1000) : 0.0);
   release_slot(inst, slot);
 }
 
@@ -540,10 +542,9 @@ static void send_cancel(struct instance_state* inst, struct slot* slot) {
 /* Sends a streaming RESULT's responses; whether the batch ended (its slot released). */
 static int stream_result(struct instance_state* inst, struct slot* slot, const struct wire_header* header,
                          struct wire_cursor* cursor) {
-  struct model_state* model = inst->model;
   int final = (header->flags & WIRE_FINAL) != 0;
   if (header->flags & WIRE_FAILED) {
-    metrics_add(&model->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
+    metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
     fail_slot(inst, slot, TRITONSERVER_ERROR_INTERNAL,
               scratch(inst, (const char*)cursor->body + WIRE_HEADER_SIZE, header->text_len), 0);
     return 1;
@@ -576,12 +577,12 @@ static int stream_result(struct instance_state* inst, struct slot* slot, const s
     if (final) slot->open[i] = 0;
   }
   for (uint32_t i = 0; i < slot->count; i++) open += slot->open[i];
-  metrics_add(&model->metrics, METRIC_CALLABLE_FAILURES, (double)failures);
+  metrics_add(inst->metrics, METRIC_CALLABLE_FAILURES, (double)failures);
   if (!final) {
     if (open == 0 && !slot->cancel_sent) send_cancel(inst, slot);
     return 0;
   }
-  metrics_add(&model->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
+  metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
   for (uint32_t i = 0; i < slot->count; i++) {
     if (slot->open[i])
       relay_check(TRITONBACKEND_ResponseFactorySendFlags(slot->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL),
@@ -746,7 +747,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
     free(state);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, message);
   }
-  metrics_model_new(&state->metrics, state->name, state->version);
+  metrics_model_new(&state->metrics, state->name, state->version, NULL);
   TRITONSERVER_Error* error = TRITONBACKEND_ModelSetState(model, state);
   if (error != NULL) {
     metrics_model_delete(&state->metrics);
@@ -766,6 +767,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {
 }
 
 static void free_instance(struct instance_state* inst) {
+  if (inst->metrics == &inst->worker_metrics) metrics_model_delete(&inst->worker_metrics);
   if (inst->fd >= 0) close(inst->fd);
   if (inst->slots != NULL) {
     for (uint32_t i = 0; i < inst->n_slots; i++) {
@@ -835,13 +837,20 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
   /* the instance's index is the number after the last '_' of its name (<model>_<index>) */
   const char* underscore = strrchr(name, '_');
   int index = underscore != NULL ? atoi(underscore + 1) : 0;
-  char path[SETTINGS_MAX_PATH];
+  const char* path = inst->path;
   char message[512];
   struct settings settings;
   TRITONSERVER_Error* error = NULL;
-  if (settings_read(inst->model->dir, index, &settings, path, message, sizeof(message)) != 0) {
+  inst->metrics = &inst->model->metrics;
+  if (settings_read(inst->model->dir, index, &settings, inst->path, message, sizeof(message)) != 0) {
     error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, message);
     goto failed;
+  }
+  if (settings.revive_ms > 0) { /* worker processes: a series of the relay's metrics per worker */
+    char worker[16];
+    snprintf(worker, sizeof(worker), "%d", index);
+    metrics_model_new(&inst->worker_metrics, inst->model->name, inst->model->version, worker);
+    inst->metrics = &inst->worker_metrics;
   }
   inst->n_slots = settings.decoupled ? DECOUPLED_SLOTS : settings.in_flight;
   inst->spin_ns = settings.spin_us * 1000;
@@ -946,6 +955,58 @@ static int send_batch(struct instance_state* inst, struct slot* slot) {
   return -1;
 }
 
+/* A worker process that died is started again by the user process, listening at the same path:
+ * connect to it and greet it, waiting up to revive_ms. Meanwhile this instance holds the batch it
+ * was given, so Triton hands the next ones to the instances whose workers live. The path is gone
+ * when the user process gave up on the worker (or stops): the instance then stays lost. Called
+ * by Execute only, which Triton never runs twice at once for one instance. */
+static void revive(struct instance_state* inst) {
+  pthread_mutex_lock(&inst->lock);
+  int lost = inst->dead && !inst->stopping;
+  pthread_mutex_unlock(&inst->lock);
+  if (!lost) return;
+  if (inst->has_reader) { /* it ended when the worker was lost */
+    pthread_join(inst->reader, NULL);
+    inst->has_reader = 0;
+  }
+  uint64_t deadline = now_ns() + (uint64_t)inst->model->settings.revive_ms * 1000000u;
+  int fd;
+  while ((fd = transport_connect(inst->path)) < 0) {
+    if (errno == ENOENT || now_ns() > deadline) return;
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  close(inst->fd);
+  inst->fd = fd;
+  for (uint32_t i = 0; i < inst->n_slots; i++) { /* the new worker knows none of the old arenas */
+    struct arena empty = ARENA_INIT;
+    arena_free(&inst->slots[i].in);
+    arena_free(&inst->slots[i].out);
+    inst->slots[i].in = empty;
+    inst->slots[i].out = empty;
+  }
+  TRITONSERVER_Error* error = handshake(inst, inst->path);
+  if (error == NULL && inst->n_slots > 1) {
+    if (pthread_create(&inst->reader, NULL, reader_main, inst) == 0)
+      inst->has_reader = 1;
+    else
+      error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot start the relay's thread");
+  }
+  if (error != NULL) {
+    relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model '%s': the restarted worker at %s: %s", inst->model->name,
+              inst->path, TRITONSERVER_ErrorMessage(error));
+    TRITONSERVER_ErrorDelete(error);
+    return;
+  }
+  pthread_mutex_lock(&inst->lock);
+  inst->dead = 0;
+  inst->why[0] = '\0';
+  inst->typical_wait_ns = 0;
+  pthread_mutex_unlock(&inst->lock);
+  relay_log(TRITONSERVER_LOG_INFO, __LINE__, "model '%s': instance %s reached its restarted worker", inst->model->name,
+            inst->name);
+}
+
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance* instance,
                                                        TRITONBACKEND_Request** requests, const uint32_t request_count) {
   uint64_t exec_start = now_ns();
@@ -953,6 +1014,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
   TRY(TRITONBACKEND_ModelInstanceState(instance, &state));
   struct instance_state* inst = state;
   struct settings* settings = &inst->model->settings;
+  if (settings->revive_ms > 0) revive(inst);
   struct slot* slot = acquire_slot(inst);
   if (slot == NULL || grow_slot(slot, request_count) != 0) {
     const char* why = slot == NULL ? inst->why : "out of memory";
@@ -962,7 +1024,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
       respond_error(requests[i], TRITONSERVER_ERROR_UNAVAILABLE, message);
       finish_request(inst, requests[i], 0, exec_start, exec_start, exec_start);
     }
-    metrics_add(&inst->model->metrics, METRIC_RELAY_FAILURES, request_count);
+    metrics_add(inst->metrics, METRIC_RELAY_FAILURES, request_count);
     if (slot != NULL) release_slot(inst, slot);
     return NULL;
   }
@@ -1001,8 +1063,8 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
     release_slot(inst, slot);
     return NULL;
   }
-  metrics_add(&inst->model->metrics, METRIC_REQUESTS, slot->count);
-  metrics_add(&inst->model->metrics, METRIC_BATCHES, 1);
+  metrics_add(inst->metrics, METRIC_REQUESTS, slot->count);
+  metrics_add(inst->metrics, METRIC_BATCHES, 1);
   char message[512] = "";
   /* the reader may answer and free the slot as soon as it is sent: what Execute still needs is kept here */
   uint32_t count = slot->count;

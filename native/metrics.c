@@ -53,15 +53,16 @@ void metrics_families_delete(void) {
   }
 }
 
-void metrics_model_new(struct model_metrics* metrics, const char* model, const char* version) {
+void metrics_model_new(struct model_metrics* metrics, const char* model, const char* version, const char* worker) {
   for (int i = 0; i < METRIC_COUNT; i++) {
     metrics->metric[i] = NULL;
     TRITONSERVER_MetricFamily* family = families[METRICS[i].family];
     if (family == NULL) continue;
-    const TRITONSERVER_Parameter* labels[3];
+    const TRITONSERVER_Parameter* labels[4];
     uint64_t count = 0;
     labels[count++] = TRITONSERVER_ParameterNew("model", TRITONSERVER_PARAMETER_STRING, model);
     labels[count++] = TRITONSERVER_ParameterNew("version", TRITONSERVER_PARAMETER_STRING, version);
+    if (worker != NULL) labels[count++] = TRITONSERVER_ParameterNew("worker", TRITONSERVER_PARAMETER_STRING, worker);
     if (METRICS[i].reason != NULL)
       labels[count++] = TRITONSERVER_ParameterNew("reason", TRITONSERVER_PARAMETER_STRING, METRICS[i].reason);
     int made = 1;

@@ -14,7 +14,8 @@ enum metric {
   METRIC_COUNT
 };
 
-/* One model version's counters (labels model and version); all NULL when metrics are off. */
+/* One model version's counters (labels model and version, and worker for a model served by worker
+ * processes: one series per worker); all NULL when metrics are off. */
 struct model_metrics {
   TRITONSERVER_Metric* metric[METRIC_COUNT];
 };
@@ -22,7 +23,8 @@ struct model_metrics {
 /* The families, once per backend (a family's series vanish when it is deleted). */
 void metrics_families_new(void);
 void metrics_families_delete(void);
-void metrics_model_new(struct model_metrics* metrics, const char* model, const char* version);
+/* worker: the worker's index as text, or NULL for the model's series. */
+void metrics_model_new(struct model_metrics* metrics, const char* model, const char* version, const char* worker);
 void metrics_model_delete(struct model_metrics* metrics);
 void metrics_add(struct model_metrics* metrics, enum metric which, double value);
 

@@ -20,6 +20,8 @@ struct settings {
   uint32_t in_flight;        /* in_flight: batches in flight per instance (non-decoupled) */
   uint32_t outputs;          /* outputs: how many outputs the model declares */
   int handshake_timeout_ms;  /* handshake_timeout_ms: how long to wait for WELCOME */
+  int revive_ms;             /* revive_ms: > 0 when each instance's worker is a process of its own, started
+                                again when it dies: how long a batch waits for it (0: a lost worker stays lost) */
 };
 
 /* Reads dir/relay.conf. For instance (>= 0) also finds its socket ("socket.<index>=path").

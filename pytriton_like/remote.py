@@ -26,6 +26,7 @@ from .access_tokens import read_token
 from .exceptions import PyTritonInvalidOperationError, PyTritonServerError
 from .model_config import ModelConfig, Tensor
 from .models.binding import bound_model_config
+from .worker.options import WorkerOptions
 from .models.loopback import LoopbackClients
 from .models.model import Model
 from .models.registry import BoundModels
@@ -106,6 +107,8 @@ class RemoteTriton:
         config: Optional[ModelConfig] = None,
         strict: bool = False,
         trace_config: Optional[List[str]] = None,
+        workers: int = 1,
+        worker_options: Optional[WorkerOptions] = None,
     ) -> None:
         """Serve ``infer_func`` as ``model_name`` on the remote server (arguments as ``Triton.bind``).
 
@@ -116,13 +119,24 @@ class RemoteTriton:
             PyTritonInvalidOperationError: the name and version are bound already, or this object was stopped.
             PyTritonServerError: the server refused or failed to load the model.
         """
-        model_config, funcs = bound_model_config(model_name, infer_func, inputs, outputs, model_version, config)
+        model_config, funcs = bound_model_config(
+            model_name, infer_func, inputs, outputs, model_version, config, workers=workers
+        )
         tracer = model_tracer(trace_config)
         with self._lock:
             if self._stopped:
                 raise PyTritonInvalidOperationError(f"cannot bind model {model_name!r}: this RemoteTriton is stopped")
             self._tags += 1
-            model = Model(model_config, funcs, strict=strict, tag=f"r{os.getpid()}m{self._tags}", tracer=tracer)
+            model = Model(
+                model_config,
+                funcs,
+                strict=strict,
+                tag=f"r{os.getpid()}m{self._tags}",
+                tracer=tracer,
+                workers=workers,
+                worker_options=worker_options,
+                trace_config=trace_config,
+            )
             self._models.add(model)
             if self._connected:
                 try:

@@ -30,6 +30,7 @@ from .model_config.ensemble import EnsembleStep
 from .model_management import ModelManagement
 from .models.bindings import Bindings
 from .models.user_repository import open_repository
+from .models.worker_process import check_not_in_worker
 from .relay.shm import unlink_segments
 from .remote import MONITORING_PERIOD_S, RemoteTriton
 from .server.command_line import local_url
@@ -41,6 +42,7 @@ from .server.signals import StopRequests
 from .server.workspace import Workspace
 from .serving import Serving
 from .startup import ServerRun, resolve_options
+from .worker.options import WorkerInfo, WorkerOptions
 
 if TYPE_CHECKING:
     from .runner import TritonRunner
@@ -53,6 +55,8 @@ __all__ = [
     "TritonSecurityConfig",
     "DefaultTritonLifecyclePolicy",
     "VertextAILifecyclePolicy",
+    "WorkerInfo",
+    "WorkerOptions",
     "MONITORING_PERIOD_S",
     "DEFAULT_TRITON_STARTUP_TIMEOUT_S",
     "MODEL_URL",
@@ -120,6 +124,7 @@ class Triton(ModelManagement, Serving):
         security_config: Optional[TritonSecurityConfig] = None,
         model_repository: Union[str, pathlib.Path, None] = None,
     ):
+        check_not_in_worker("Triton()")
         self._lifecycle, self._config, self._security_config = resolve_options(
             config, triton_lifecycle_policy, security_config, model_repository
         )
@@ -159,6 +164,8 @@ class Triton(ModelManagement, Serving):
         config: Optional[ModelConfig] = None,
         strict: bool = False,
         trace_config: Optional[List[str]] = None,
+        workers: int = 1,
+        worker_options: Optional[WorkerOptions] = None,
     ) -> None:
         """Serve ``infer_func`` as model ``model_name``.
 
@@ -177,6 +184,14 @@ class Triton(ModelManagement, Serving):
             trace_config: Triton's trace settings for this model's OpenTelemetry spans in your
                 process (``["mode=opentelemetry", "opentelemetry,url=...", ...]``); by default
                 ``TritonConfig.trace_config``. See docs/tracing.md.
+            workers: how many processes run ``infer_func`` (default 1: it runs in this process,
+                on one thread per instance). With N > 1, each of N worker processes has its own
+                interpreter and is one model instance: Python that holds the GIL uses N cores. The
+                callable is pickled to each (or inherited, with ``start_method="fork"``); an
+                object's ``setup_worker(worker)`` method runs in each before it is ready.
+                See docs/workers.md.
+            worker_options: how the worker processes start (:class:`WorkerOptions`: start method,
+                devices, setup timeout, restarts).
 
         Raises:
             PyTritonValidationError: a bad name, tensor spec or callable, or a version whose
@@ -191,6 +206,8 @@ class Triton(ModelManagement, Serving):
             trace_config=trace_config if trace_config is not None else self._config.trace_config,
             cache_configured=bool(self._config.cache_config),
             tag=f"t{self._id}m{next(self._tags)}",
+            workers=workers,
+            worker_options=worker_options,
         )
         with self._changed:
             self._bindings.add_model(model, stopped=self._stopped())

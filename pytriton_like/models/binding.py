@@ -9,6 +9,7 @@ from ..model_config.common import DeviceKind
 from ..model_config.validation import validate_config
 from ..model_config.names import check_model_name
 from ..model_config.triton_model_config import ResponseCache, TritonModelConfig, resolve_tensors
+from ..worker.options import check_workers
 
 __all__ = ["bound_model_config"]
 
@@ -20,8 +21,10 @@ def bound_model_config(
     outputs: Sequence[Tensor],
     model_version: int,
     config: Optional[ModelConfig],
+    workers: int = 1,
 ) -> "tuple[TritonModelConfig, List[Callable]]":
-    """The checked configuration of a model bound with these arguments, and its callables (one per instance).
+    """The checked configuration of a model bound with these arguments, and its callables (one per
+    instance: with ``workers`` > 1 the one callable, once per worker process).
 
     Raises:
         PyTritonValidationError: a bad name, tensor spec, callable or configuration.
@@ -35,6 +38,8 @@ def bound_model_config(
             raise PyTritonValidationError(
                 f"model {model_name!r}: infer_func must be callable, got {type(func).__name__}: {func!r}"
             )
+    check_workers(model_name, workers, tuple(funcs))
+    funcs = funcs * workers
     config = config or ModelConfig()
     try:
         model_config = TritonModelConfig(

@@ -14,6 +14,7 @@ from ..model_config.names import check_model_name
 from ..model_config.triton_model_config import TritonModelConfig, resolve_tensors
 from ..tracing import model_tracer
 from ..worker.hints import signature_warning
+from ..worker.options import WorkerOptions
 from .binding import bound_model_config
 from .model import Model
 from .registry import BoundModels
@@ -48,6 +49,8 @@ class Bindings:
         trace_config: Optional[List[str]],
         cache_configured: bool,
         tag: str,
+        workers: int = 1,
+        worker_options: Optional[WorkerOptions] = None,
     ) -> Model:
         """The model ``bind()``'s arguments describe, checked (not added yet: see :meth:`add_model`).
 
@@ -55,7 +58,9 @@ class Bindings:
             cache_configured: the server has a response cache (``TritonConfig.cache_config``).
             tag: names the model's shared-memory segments.
         """
-        model_config, funcs = bound_model_config(model_name, infer_func, inputs, outputs, model_version, config)
+        model_config, funcs = bound_model_config(
+            model_name, infer_func, inputs, outputs, model_version, config, workers=workers
+        )
         problem = signature_warning(funcs[0])  # the instances' callables are alike
         if problem is not None:
             logger.warning("model %s: %s", model_name, problem)
@@ -64,7 +69,16 @@ class Bindings:
                 f"model {model_name!r}: response_cache=True needs a cache in TritonConfig, e.g. "
                 "TritonConfig(cache_config=['local,size=1048576']); without one Triton ignores it"
             )
-        return Model(model_config, funcs, strict=strict, tag=tag, tracer=model_tracer(trace_config))
+        return Model(
+            model_config,
+            funcs,
+            strict=strict,
+            tag=tag,
+            tracer=model_tracer(trace_config),
+            workers=workers,
+            worker_options=worker_options,
+            trace_config=trace_config,
+        )
 
     def add_model(self, model: Model, stopped: bool) -> None:
         """Add a model (another version of a bound one is fine); ``stopped``: the Triton is stopped."""

@@ -55,7 +55,7 @@ class LoopbackClients:
 
     def __init__(self, url: str, access_token: Optional[str] = None):
         self.url = url
-        self._access_token = access_token
+        self.access_token = access_token
         self._lock = threading.Lock()
         self._closed = False
         self._sync: Dict[_Key, "ModelClient"] = {}
@@ -76,7 +76,7 @@ class LoopbackClients:
             self._check_open(caller)
             client = self._sync.get(key)
             if client is None:
-                client = self._sync[key] = LoopbackClient(self.url, *key, access_token=self._access_token)
+                client = self._sync[key] = LoopbackClient(self.url, *key, access_token=self.access_token)
         return client
 
     def async_client(
@@ -96,7 +96,7 @@ class LoopbackClients:
             clients = self._async.setdefault(loop, {})
             client = clients.get(key)
             if client is None:
-                client = clients[key] = AsyncLoopbackClient(self.url, *key, access_token=self._access_token)
+                client = clients[key] = AsyncLoopbackClient(self.url, *key, access_token=self.access_token)
         return client
 
     def close(self) -> None:

@@ -9,12 +9,12 @@ from ..triton_context import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
 from ..relay.settings import RelaySettings
 from ..relay.transport import UNIX_SCHEME
-from ..tracing import traced
-from ..worker.handling import BatchHandler
-from ..worker.outputs import OutputChecker
-from ..worker.strategy import Worker, start_worker
+from ..worker.options import WorkerInfo, WorkerOptions
+from ..worker.strategy import Worker, start_instance
 from .repository import remove_version_entry, write_version_entry
 from .warmup import warm_up
+from .worker_pool import WorkerPool
+from .worker_process import WorkerSpec, portable
 
 if TYPE_CHECKING:
     from .loopback import LoopbackClients
@@ -28,10 +28,15 @@ _HANDSHAKE_TIMEOUT_S = 60
 
 
 class Model:
-    """One bound model version: ``len(infer_funcs)`` instances, each relayed to its own worker.
+    """One bound model version: ``len(infer_funcs)`` instances, each relayed to its own worker:
+    a thread of this process each, or with ``workers`` > 1 a process each.
 
     Args:
         tag: short unique name of this binding, used for socket and shared-memory names.
+        workers: 1: the instances are threads of this process (one per callable); N > 1: N worker
+            processes run the one callable.
+        worker_options: how the worker processes start (``workers`` > 1).
+        trace_config: what ``tracer`` was built from, for worker processes to build their own.
     """
 
     def __init__(
@@ -41,13 +46,21 @@ class Model:
         strict: bool,
         tag: str,
         tracer: Optional[Any] = None,
+        *,
+        workers: int = 1,
+        worker_options: Optional[WorkerOptions] = None,
+        trace_config: Optional[List[str]] = None,
     ):
         self.config = config
         self.strict = strict
         self._tracer = tracer  # OpenTelemetry spans around each call (tracing.py), or None
+        self._trace_config = trace_config
         self._infer_funcs = list(infer_funcs)
         self._tag = tag
+        self._processes = workers if workers > 1 else 0
+        self._worker_options = worker_options or WorkerOptions()
         self._workers: List[Worker] = []
+        self._pool: Optional[WorkerPool] = None
 
     @property
     def name(self) -> str:
@@ -75,27 +88,25 @@ class Model:
             in_flight: batches in flight per instance (TritonConfig.relay_in_flight).
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
         """
-        spin_us = usable_spin_us(spin_us, len(self._infer_funcs))
-        checker = OutputChecker(
-            self.config.outputs, self.config.batching, self.strict, model_name=self.name, partial=self.config.decoupled
-        )
-        handler = BatchHandler(self.name, checker, on_unrecoverable)
-        paths = [str(sockets / f"{self._tag}-{index}") for index in range(len(self._infer_funcs))]
-        for infer_func, path in zip(self._infer_funcs, paths):
-            context = TritonContext(model_config=self.config, loopback=loopback)
-            context.model_configs[infer_func] = self.config
-            attach_triton_context(infer_func, context)
-            if self._tracer is not None:
-                infer_func = traced(infer_func, self._tracer, self.name, self.version)
-            self._workers.append(
-                start_worker(
-                    infer_func=infer_func,
-                    decoupled=self.config.decoupled,
-                    handler=handler,
-                    address=f"{UNIX_SCHEME}{path}",
-                    shm_limit=shm_limit,
+        instances = self.config.instance_count
+        spin_us = usable_spin_us(spin_us, instances)
+        paths = [str(sockets / f"{self._tag}-{index}") for index in range(instances)]
+        if self._processes:
+            self._start_processes(paths, on_unrecoverable, shm_limit, loopback)
+        else:
+            for infer_func, path in zip(self._infer_funcs, paths):
+                self._workers.append(
+                    start_instance(
+                        config=self.config,
+                        infer_func=infer_func,
+                        strict=self.strict,
+                        address=f"{UNIX_SCHEME}{path}",
+                        on_unrecoverable=on_unrecoverable,
+                        shm_limit=shm_limit,
+                        loopback=loopback,
+                        tracer=self._tracer,
+                    )
                 )
-            )
         settings = RelaySettings(
             owner_pid=os.getpid(),
             sockets=tuple(paths),
@@ -107,10 +118,49 @@ class Model:
             in_flight=in_flight,
             outputs=len(self.config.outputs),
             handshake_timeout_ms=_HANDSHAKE_TIMEOUT_S * 1000,
+            revive_ms=self._revive_ms(),
         )
         write_version_entry(repository, self.config, settings)
-        if self.config.model_warmup:  # before Triton loads it, as PyTriton
+        if self.config.model_warmup and not self._processes:  # before Triton loads it, as PyTriton
             warm_up(self.name, self._infer_funcs, self.config.model_warmup)
+
+    def _start_processes(
+        self,
+        paths: List[str],
+        on_unrecoverable: Callable,
+        shm_limit: Optional[int],
+        loopback: Optional["LoopbackClients"],
+    ) -> None:
+        """Start the worker processes (one per instance) and wait until each listens."""
+        options = self._worker_options
+        infer_func = self._infer_funcs[0] if options.start_method == "fork" else portable(self._infer_funcs[0])
+        specs = [
+            WorkerSpec(
+                info=WorkerInfo(self.name, index, len(paths), options.device_of(index)),
+                infer_func=infer_func,
+                config=self.config,
+                strict=self.strict,
+                address=f"{UNIX_SCHEME}{path}",
+                parent_pid=os.getpid(),
+                shm_limit=shm_limit,
+                loopback_url=loopback.url if loopback is not None else None,
+                access_token=loopback.access_token if loopback is not None else None,
+                trace_config=self._trace_config,
+            )
+            for index, path in enumerate(paths)
+        ]
+        self._pool = WorkerPool(specs, options, on_unrecoverable)
+        self._pool.start()
+
+    def _revive_ms(self) -> int:
+        """How long an instance whose worker process died waits for the restarted one (0: threads)."""
+        if not self._processes:
+            return 0
+        return int((self._worker_options.setup_timeout_s + WorkerPool.MAX_BACKOFF_S) * 1000)
+
+    def worker_pids(self) -> List[Optional[int]]:
+        """The process id of each worker process (None for one not running); empty for threads."""
+        return self._pool.pids() if self._pool is not None else []
 
     @property
     def version(self) -> int:
@@ -118,10 +168,11 @@ class Model:
 
     def is_alive(self) -> bool:
         """Whether its workers run (set up and not torn down)."""
-        return bool(self._workers)
+        return bool(self._workers) or self._pool is not None
 
     def busy(self) -> bool:
-        """Whether any of its workers is handling a batch."""
+        """Whether any of its worker threads is handling a batch (worker processes are not asked:
+        the backend waits for their batches when the model unloads)."""
         return any(worker.busy for worker in self._workers)
 
     def teardown(self, repository: pathlib.Path) -> None:
@@ -129,6 +180,9 @@ class Model:
         for worker in self._workers:
             worker.close()
         self._workers = []
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         remove_version_entry(repository, self.name, self.version)
 
 

@@ -32,6 +32,9 @@ class RelaySettings:
         in_flight: batches in flight per instance.
         outputs: how many outputs the model declares.
         handshake_timeout_ms: how long a starting instance waits for its worker's WELCOME.
+        revive_ms: > 0 when each instance's worker is a process of its own, started again when it
+            dies: how long an instance whose worker died waits for the new one with the batch it
+            holds (and its relay metrics get a ``worker`` label); 0 for worker threads.
         version: the format of the file (:data:`SETTINGS_VERSION`).
     """
 
@@ -45,6 +48,7 @@ class RelaySettings:
     in_flight: int = 1
     outputs: int = 0
     handshake_timeout_ms: int = 60000
+    revive_ms: int = 0
     version: int = SETTINGS_VERSION
 
     def text(self) -> str:

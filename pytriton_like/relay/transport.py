@@ -169,12 +169,21 @@ class Listener:
     def __init__(self, address: str):
         self.path = _path(address)
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # bound beside the path, then renamed over it: a restarted worker process replaces its
+        # dead predecessor's socket without a moment in which the path is missing (the backend
+        # takes a missing path as "no worker will come back")
+        bound = self.path + "~"
         try:
-            self.socket.bind(self.path)
-            os.chmod(self.path, 0o600)  # only the server's user may connect (docs/security.md)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(bound)
+            self.socket.bind(bound)
+            os.chmod(bound, 0o600)  # only the server's user may connect (docs/security.md)
             self.socket.listen()
+            os.replace(bound, self.path)
         except BaseException:
             self.socket.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(bound)
             raise
 
     def fileno(self) -> int:

@@ -1,13 +1,17 @@
 """The one place that picks how a model instance is served, from what the model config says."""
 
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
+from ..model_config.triton_model_config import TritonModelConfig
+from ..tracing import traced
+from ..triton_context import ModelCalls, TritonContext, attach_triton_context
 from .calling import BatchCall, ResponseStream
 from .handling import BatchHandler
 from .instance import InstanceWorker
+from .outputs import OutputChecker
 from .stream import StreamWorker
 
-__all__ = ["start_worker", "Worker"]
+__all__ = ["start_instance", "start_worker", "Worker"]
 
 Worker = Union[InstanceWorker, StreamWorker]
 
@@ -30,3 +34,33 @@ def start_worker(
     if decoupled:
         return StreamWorker(handler=handler, stream=ResponseStream(infer_func), address=address)
     return InstanceWorker(handler=handler, call=BatchCall(infer_func), address=address, shm_limit=shm_limit)
+
+
+def start_instance(
+    *,
+    config: TritonModelConfig,
+    infer_func: Callable,
+    strict: bool,
+    address: str,
+    on_unrecoverable: Callable[[BaseException], None],
+    shm_limit: Optional[int] = None,
+    loopback: Optional[ModelCalls] = None,
+    tracer: Optional[Any] = None,
+) -> Worker:
+    """The worker of one instance of a bound model, in this process (a thread of the user's
+    process, or a worker process): the callable gets its ``TritonContext`` and, with a tracer,
+    its spans."""
+    context = TritonContext(model_config=config, loopback=loopback)
+    context.model_configs[infer_func] = config
+    attach_triton_context(infer_func, context)
+    if tracer is not None:
+        infer_func = traced(infer_func, tracer, config.model_name, config.model_version)
+    checker = OutputChecker(config.outputs, config.batching, strict, model_name=config.model_name, partial=config.decoupled)
+    return start_worker(
+        infer_func=infer_func,
+        decoupled=config.decoupled,
+        handler=BatchHandler(config.model_name, checker, on_unrecoverable),
+        address=address,
+        shm_limit=shm_limit,
+    )
+

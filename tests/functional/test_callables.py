@@ -113,13 +113,14 @@ MODELS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server():
+@pytest.fixture(scope="module", params=[1, 2], ids=["in-process", "2-worker-processes"])
+def server(request):
+    # every test of the contract runs twice: callables in this process, and in worker processes
     config = free_config(http_header_forward_pattern="header.*", grpc_header_forward_pattern="header.*")
     with checked_for_leaks(), Triton(config=config) as triton:
         for name, (func, inputs, outputs) in MODELS.items():
             triton.bind(model_name=name, infer_func=func, inputs=inputs, outputs=outputs,
-                        config=ModelConfig(max_batch_size=8))
+                        config=ModelConfig(max_batch_size=8), workers=request.param)
         triton.run()
         yield config
 

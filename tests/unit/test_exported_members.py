@@ -11,7 +11,7 @@ import pytriton_like
 PUBLIC = {
     "pytriton_like.triton": {
         "Triton", "RemoteTriton", "TritonConfig", "TritonSecurityConfig", "TritonLifecyclePolicy",
-        "DefaultTritonLifecyclePolicy", "VertextAILifecyclePolicy",
+        "DefaultTritonLifecyclePolicy", "VertextAILifecyclePolicy", "WorkerOptions", "WorkerInfo",
     },
     "pytriton_like.client.utils": {"wait_for_server_ready", "wait_for_model_ready", "get_model_state", "create_client_from_url"},
     "pytriton_like.client.asyncio_utils": {"asyncio_wait_for_model_ready", "asyncio_get_model_config"},
