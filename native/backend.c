@@ -691,7 +691,7 @@ static int serve_one(struct instance_state* inst, uint64_t spin_ns) {
   int status = ready < 0 ? -1 : transport_recv(inst->fd, &inst->rx, &fd, &error);
   if (status != 0) {
     if (fd >= 0) close(fd);
-    lose_worker(inst, status == 1 ? "the connection closed (the user process exited or stopped serving)" : error);
+    lose_worker(inst, status == 1 ? "the connection closed (the worker's process exited or stopped serving)" : error);
     return -1;
   }
   if (inst->rx.len == 0) {
@@ -747,7 +747,8 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
     free(state);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, message);
   }
-  metrics_model_new(&state->metrics, state->name, state->version, NULL);
+  /* worker processes: each instance has the model's series, labelled with its worker */
+  if (state->settings.revive_ms == 0) metrics_model_new(&state->metrics, state->name, state->version, NULL);
   TRITONSERVER_Error* error = TRITONBACKEND_ModelSetState(model, state);
   if (error != NULL) {
     metrics_model_delete(&state->metrics);

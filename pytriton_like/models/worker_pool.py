@@ -110,7 +110,7 @@ class WorkerPool:
             for index in range(len(self._specs)):
                 self._wait_ready(index, deadline)
         except BaseException as exc:  # noqa: BLE001 - the caller of start() raises it
-            self._stop_all()
+            self._stop_all(grace_s=0)  # a worker still in its setup would not hear Stop
             self._started.set_exception(exc)
             return
         self._started.set_result(None)
@@ -223,16 +223,18 @@ class WorkerPool:
             self._conns[index].close()
         self._processes[index] = self._conns[index] = None
 
-    def _stop_all(self) -> None:
+    def _stop_all(self, grace_s: float = _STOP_TIMEOUT_S) -> None:
+        """Stop every worker: Stop, then up to ``grace_s`` for it to finish its batch, then SIGKILL."""
         running = [(index, process) for index, process in enumerate(self._processes) if process is not None]
         for index, _ in running:
             with contextlib.suppress(OSError, ValueError):
                 self._conns[index].send(Stop())
-        deadline = time.monotonic() + _STOP_TIMEOUT_S
+        deadline = time.monotonic() + grace_s
         for index, process in running:
             process.join(max(0.0, deadline - time.monotonic()))
             if process.exitcode is None:
-                logger.warning("worker %d of model %r did not stop in time; killing it", index, self._name)
+                if grace_s:
+                    logger.warning("worker %d of model %r did not stop in time; killing it", index, self._name)
                 process.kill()
                 process.join(5)
             with contextlib.suppress(FileNotFoundError):  # a killed worker leaves its socket's name
