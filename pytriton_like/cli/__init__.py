@@ -73,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-batch-size", type=int, default=None, help="largest batch (default: ModelConfig's, 4; 0: no batching)"
     )
     serve.add_argument("--strict", action="store_true", help="check the callable's outputs against the declared ones")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the callable in N worker processes, one model instance each (default 1: in this process)",
+    )
     for endpoint in ("http", "grpc", "metrics"):
         serve.add_argument(f"--{endpoint}-port", type=int, default=None, help=f"the {endpoint} port")
     serve.set_defaults(run=_run_serve)

@@ -52,7 +52,8 @@ def serve_target(args: argparse.Namespace) -> int:
         name = args.model_name or _name_of(func)
         config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port)
         batches = f"max_batch_size {model_config.max_batch_size}" if batching else "no batching"
-        _say(f"serving {args.target} as model {name} ({batches})")
+        processes = f", {args.workers} worker processes" if args.workers > 1 else ""
+        _say(f"serving {args.target} as model {name} ({batches}{processes})")
         for kind, specs, origin in (("input", inputs, inputs_from), ("output", outputs, outputs_from)):
             for spec in specs:
                 _say(f"  {kind} {spec.name}: {np.dtype(spec.dtype).name} {spec.shape} (from {origin})")
@@ -64,6 +65,7 @@ def serve_target(args: argparse.Namespace) -> int:
                 outputs=outputs,
                 config=model_config,
                 strict=args.strict,
+                workers=args.workers,
             )
             triton.serve()
     except (CliError, PyTritonError) as exc:

@@ -12,6 +12,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -53,6 +54,8 @@ class WorkerPool:
         options: WorkerOptions,
         on_unrecoverable: Callable[[BaseException], None],
     ):
+        if options.start_method == "fork":
+            _check_forkable(specs[0].info.model_name)
         self._specs = list(specs)
         self._options = options
         self._on_unrecoverable = on_unrecoverable
@@ -240,6 +243,18 @@ class WorkerPool:
             with contextlib.suppress(FileNotFoundError):  # a killed worker leaves its socket's name
                 os.unlink(self._specs[index].address[len(UNIX_SCHEME):])
             self._forget(index)
+
+
+def _check_forkable(model_name: str) -> None:
+    """Raise when a forked worker could not work: CUDA initialised here cannot be used in a fork."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_initialized():
+        raise PyTritonValidationError(
+            f"model {model_name!r}: WorkerOptions(start_method='fork') after CUDA was initialised in this"
+            " process: a forked worker cannot use it. Use start_method='spawn' and load the model on its"
+            " device in setup_worker(worker)"
+        )
 
 
 def _cause(exitcode: Optional[int]) -> str:

@@ -82,6 +82,19 @@ def server_processes() -> set:
             found.add(process.info["pid"])
         elif len(args) == 5 and _REAPER in args[2] and args[3].isdigit() and _counts(int(args[3]), ours):
             found.add(process.info["pid"])  # server/reaper.py: [python, -c, boot, owner pid, group]
+    return found | worker_processes()
+
+
+def worker_processes() -> set:
+    """Worker processes (bind(..., workers=N)) of this test run: spawned ones run multiprocessing's
+    spawn_main, forked ones have this process's command line."""
+    mine = psutil.Process().cmdline()
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            args = child.cmdline()
+            if child.status() != psutil.STATUS_ZOMBIE and (any("spawn_main" in arg for arg in args) or args == mine):
+                found.add(child.pid)
     return found
 
 

@@ -95,11 +95,14 @@ def test_serve_a_batch_callable_described_by_its_signature(tmp_path):
     assert server.output.endswith("pytriton_like: stopped")
 
 
-def test_serve_a_callable_described_by_options(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_a_callable_described_by_options(tmp_path, workers):
     http, server = serve(tmp_path, "my_models:raw", "--model-name", "Double", "--input", "x:float32:-1",
-                         "--output", "y:float32:-1", "--strict")
+                         "--output", "y:float32:-1", "--strict", "--workers", workers)
     with server:
         server.wait_for("serving; press CTRL+C to stop")
+        if workers == "2":
+            assert "as model Double (max_batch_size 4, 2 worker processes)" in server.output
         with ModelClient(f"http://127.0.0.1:{http}", "Double") as client:
             np.testing.assert_array_equal(client.infer_sample(np.ones(3, np.float32))["y"], [2, 2, 2])
         assert server.stop(signal.SIGTERM) == 0

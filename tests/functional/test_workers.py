@@ -22,7 +22,7 @@ from pytriton_like.client.exceptions import PyTritonClientInferenceServerError, 
 from pytriton_like.decorators import batch, triton_context
 from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, SequenceBatcher, Tensor
-from pytriton_like.triton import Triton, WorkerOptions
+from pytriton_like.triton import RemoteTriton, Triton, WorkerOptions
 
 from .conftest import checked_for_leaks, free_config, url_of, wait_for
 
@@ -353,3 +353,24 @@ def test_a_script_without_the_main_guard_gets_a_clear_error(tmp_path):
     assert result.returncode != 0
     assert 'start Triton under `if __name__ == "__main__":`' in result.stderr
     assert "worker 0 of model 'Weigh' exited before it was ready" in result.stderr
+
+
+def test_remote_triton_binds_with_workers(server):
+    with RemoteTriton(url=url_of(server, "grpc")) as remote:
+        remote.bind("RemoteWho", WhoAmI(), X, WHO, config=ModelConfig(max_batch_size=8), workers=2)
+        with ModelClient(url_of(server, "http"), "RemoteWho") as client:
+            indexes = {int(client.infer_sample(np.array([1.0], F32))["index"][0]) for _ in range(40)}
+    assert indexes <= {0, 1} and indexes
+
+
+def test_fork_is_refused_once_cuda_is_initialised(monkeypatch):
+    class FakeCuda:  # this machine has no GPU: what torch.cuda says once a tensor went to one
+        @staticmethod
+        def is_initialized():
+            return True
+
+    monkeypatch.setitem(sys.modules, "torch", type("torch", (), {"cuda": FakeCuda}))
+    with Triton(config=free_config()) as triton:
+        with pytest.raises(PyTritonValidationError, match="a forked worker cannot use it"):
+            triton.bind(model_name="Forked", infer_func=echo, inputs=X, outputs=Y, workers=2,
+                        worker_options=WorkerOptions(start_method="fork"))
