@@ -86,6 +86,12 @@ bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(BIN)/python bench/run.py
 
+# Worker processes against threads and Triton's Python backend on a CPU-bound model, and the memory
+# each worker adds with fork and spawn (bench/workers.py, docs/workers.md).
+.PHONY: bench-workers
+bench-workers: $(BENCH_STAMP) $(PERF_ANALYZER)
+	$(BIN)/python bench/workers.py
+
 # One 1 GiB request in and out over HTTP and gRPC: the serving processes' peak memory and whether
 # the relay's arenas shrink back after it (bench/big_tensor.py, docs/performance.md).
 .PHONY: bench-big

@@ -26,7 +26,8 @@ from typing import Dict, List, Optional, Set, Tuple
 import psutil
 
 __all__ = [
-    "Server", "ServerError", "ProcessTree", "free_ports", "start_python_server", "start_floor", "start_native_floor",
+    "Server", "ServerError", "ProcessTree", "free_ports", "start_python_server", "start_script", "start_floor",
+    "start_native_floor",
 ]
 
 logger = logging.getLogger(__name__)
@@ -247,22 +248,32 @@ def start_python_server(
     package: str, label: str, workdir: pathlib.Path, *, instances: int, max_batch_size: int
 ) -> Server:
     """Start ``serve_double.py`` with ``package`` (``pytriton`` or ``pytriton_like``); wait until ready."""
+    return start_script(
+        HERE / "serve_double.py",
+        [f"--package={package}", f"--instances={instances}", f"--max-batch-size={max_batch_size}"],
+        package,
+        label,
+        workdir,
+    )
+
+
+def start_script(script: pathlib.Path, options: List[str], key: str, label: str, workdir: pathlib.Path) -> Server:
+    """Start a serving script that takes ``--http-port``, ``--grpc-port``, ``--metrics-port`` and
+    prints ``BENCH_START`` / ``BENCH_READY`` (serve_double.py, serve_busy.py); wait until ready."""
     http_port, grpc_port, metrics_port = free_ports(3)
     env = _server_env()
     # PyTriton's workspace goes under PYTRITON_HOME: keep it in our temporary folder.
     env["PYTRITON_HOME"] = str(workdir / "pytriton_home")
     argv = [
         sys.executable,
-        str(HERE / "serve_double.py"),
-        f"--package={package}",
+        str(script),
         f"--http-port={http_port}",
         f"--grpc-port={grpc_port}",
         f"--metrics-port={metrics_port}",
-        f"--instances={instances}",
-        f"--max-batch-size={max_batch_size}",
+        *options,
     ]
-    tree = ProcessTree(argv, env, workdir / f"{package}.log")
-    server = Server(package, label, http_port, grpc_port, metrics_port, tree)
+    tree = ProcessTree(argv, env, workdir / f"{key}.log")
+    server = Server(key, label, http_port, grpc_port, metrics_port, tree)
     try:
         marks = _wait_for_marks(tree, ("BENCH_START", "BENCH_READY"))
     except BaseException:
@@ -292,19 +303,23 @@ def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def start_floor(workdir: pathlib.Path, *, instances: int, max_batch_size: int) -> Server:
-    """Plain tritonserver from the wheel with ``bench/floor/model.py`` computing inside the stub."""
-    backends = workdir / "floor" / "backends" / "python"
+def start_floor(
+    workdir: pathlib.Path, *, instances: int, max_batch_size: int, model_file: pathlib.Path = HERE / "floor" / "model.py",
+    key: str = "floor",
+) -> Server:
+    """Plain tritonserver from the wheel with ``model_file`` (``bench/floor/model.py``: Double)
+    computing inside the stub."""
+    backends = workdir / key / "backends" / "python"
     backends.mkdir(parents=True)
     for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
         shutil.copy2(PYTRITON_DIR / "tritonserver" / "backends" / "python" / name, backends / name)
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = PYTRITON_DIR / "tritonserver" / "python_backend_stubs" / version / "triton_python_backend_stub"
     shutil.copy2(stub, backends / stub.name)
-    model_dir = _floor_model(workdir / "floor", "python", instances, max_batch_size)
-    model = (HERE / "floor" / "model.py").read_text().replace("@SITE_PACKAGES@", str(SITE_PACKAGES))
+    model_dir = _floor_model(workdir / key, "python", instances, max_batch_size)
+    model = model_file.read_text().replace("@SITE_PACKAGES@", str(SITE_PACKAGES)).replace("@BENCH@", str(HERE))
     (model_dir / "1" / "model.py").write_text(model)
-    return _start_tritonserver("floor", "floor", workdir, model_dir.parent, backends.parent)
+    return _start_tritonserver(key, key, workdir, model_dir.parent, backends.parent)
 
 
 def start_native_floor(workdir: pathlib.Path, *, instances: int, max_batch_size: int) -> Server:

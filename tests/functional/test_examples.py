@@ -167,3 +167,9 @@ def test_tracing_prints_the_request_span_and_its_children():
     assert output.count("span proxy_inference_callable ") == 2
     assert output.count("span tokenize ") == 2 and output.count("span count ") == 2
     assert "server stopped (exit code 0)" in output
+
+
+def test_workers_tokenize_in_two_processes():
+    output = run_example(EXAMPLES / "run.py", "workers")
+    assert "'the quick brown fox number 0 jumps' -> [" in output
+    assert "calls per worker: {" in output
