@@ -5,7 +5,7 @@ A BATCH of N `[1, 8]` FP32 requests to `Double` (y = 2x, @batch), encoded once w
 reference encoder (what the C backend sends): the worker decodes it, runs the callable and
 checks and encodes the RESULT. Prints microseconds per batch for each part, for N = 1, 8 and 24;
 `--profile` adds cProfile's top functions for N = 24. Inside a running server the same work costs
-about twice as much (cold caches, docs/performance.md), so this measures what a change saves,
+about twice as much (cold caches, bench/README.md), so this measures what a change saves,
 not what a request costs.
 
 Usage: .venv/bin/python bench/relay_loop.py [--profile]

@@ -14,7 +14,7 @@ least Python that can answer. ``BENCH_MINIMAL`` says how much is replaced:
   ``@batch`` callable called as usual.
 
 Any other message (HELLO, large tensors in an arena) goes to the real handler. Used by
-docs/performance.md ("How much of the round trip is the worker's Python"):
+bench/README.md ("How much of the round trip is the worker's Python"):
 
     cd bench && ../.venv/bin/python ab_relay.py --rounds 3 --concurrency 1,8 --variant main \\
         --variant minimal:BENCH_PYTHONPATH=$PWD/minimal_worker \\

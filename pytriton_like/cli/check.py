@@ -149,15 +149,16 @@ def _shared_memory() -> Finding:
     try:
         usage = shutil.disk_usage(_SHM_DIR)
     except OSError as exc:
-        return Finding(Status.FAIL, _SHM_DIR, f"not usable ({exc}); the relay and Triton's stubs need it")
+        return Finding(Status.FAIL, _SHM_DIR, f"not usable ({exc}); shared-memory clients and Triton's stubs need it")
     if not os.access(_SHM_DIR, os.W_OK):
-        return Finding(Status.FAIL, _SHM_DIR, "not writable; the relay and Triton's stubs need it")
+        return Finding(Status.FAIL, _SHM_DIR, "not writable; shared-memory clients and Triton's stubs need it")
     free = f"{usage.free / 1024**3:.1f} GiB free of {usage.total / 1024**3:.1f} GiB"
     if usage.free < _SHM_WARN_BYTES:
         return Finding(
             Status.WARN,
             _SHM_DIR,
-            f"{free}: tensors larger than that fail (in Docker: --shm-size=1g or more)",
+            f"{free}: shared-memory clients and Python-backend models with larger tensors fail"
+            " (in Docker: --shm-size=1g or more)",
         )
     return Finding(Status.OK, _SHM_DIR, free)
 

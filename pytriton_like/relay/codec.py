@@ -375,7 +375,7 @@ def encode_plain_result(batch_id: int, slot: int, requests: Sequence[Request], r
     declared dtype smaller than ``threshold`` bytes (inline, no arena). Such a response needs
     neither checks nor conversions, and this builds its records with a few calls per tensor: in a
     running server what a small batch costs follows the number of Python functions it runs
-    (docs/performance.md), and this replaces the dozen per response of checking and encoding.
+    (bench/README.md), and this replaces the dozen per response of checking and encoding.
     """
     head = bytearray(HEADER.size)
     data: List[Any] = []

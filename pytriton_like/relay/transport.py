@@ -7,7 +7,7 @@ backend's end (the backend is C, ``native/transport.c``; tests use this one in i
 
 On the socket a message is ``<u64 length> <length bytes>`` (protocol.py says what the bytes
 are). A length of 0 is a *nudge* ("a message follows shortly"), which a receiver skips; the
-backend sends none since its encoding takes microseconds (docs/performance.md).
+backend sends none since its encoding takes microseconds (bench/README.md).
 """
 
 import array

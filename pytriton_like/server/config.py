@@ -23,9 +23,9 @@ DEFAULT_SAGEMAKER_PORT = 8080  # tritonserver's defaults
 DEFAULT_VERTEX_AI_PORT = 8080
 # How long the relay polls for the answer it expects before it sleeps (TritonConfig.relay_spin_us):
 # off by default, since on a machine whose CPUs are busy polling costs more than it saves
-# (docs/performance.md).
+# (bench/README.md).
 DEFAULT_RELAY_SPIN_US = 0
-# Batches in flight per model instance (TritonConfig.relay_in_flight, docs/performance.md).
+# Batches in flight per model instance (TritonConfig.relay_in_flight, bench/README.md).
 DEFAULT_RELAY_IN_FLIGHT = 1
 MAX_RELAY_IN_FLIGHT = 16
 # How long serve() keeps serving, reported not ready, after SIGTERM (TritonConfig.drain_secs,
@@ -75,7 +75,8 @@ class TritonConfig:
         buffer_manager_thread_count: threads that copy tensors.
         shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
             uses per model instance and direction; a request or response needing more fails with
-            an error naming the size (default: no limit but what /dev/shm holds).
+            an error naming the size (default: no limit; the arenas are memfds, memory like any
+            other, not files in /dev/shm).
         relay_spin_us: pytriton_like's own setting: with one batch in flight per instance, how
             long, in microseconds, the relay's backend polls for the worker's answer before it
             sleeps (default 0: it sleeps at once). It saves the wake-up of a sleeping thread when
@@ -84,7 +85,7 @@ class TritonConfig:
         relay_in_flight: pytriton_like's own setting: how many batches the relay keeps in flight
             per model instance of a non-decoupled model (default 1, at most 16). With 2 or more the
             backend sends the next batch while the callable runs (it still runs one batch at a
-            time), and a thread per instance answers (docs/performance.md measures both).
+            time), and a thread per instance answers (bench/README.md measures both).
         model_control_mode: how the models of ``model_repository`` are loaded: ``"none"`` (the
             default: all at start), ``"explicit"`` (those in ``load_model`` at start, the others on
             request) or ``"poll"`` (all at start, then the folder is watched). pytriton_like runs

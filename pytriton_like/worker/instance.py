@@ -77,7 +77,7 @@ class InstanceWorker:
         # close() wakes the thread through this pair; the thread closes every socket itself
         self._wake_reader, self._wake_writer = socket.socketpair()
         # select.poll, not selectors: the loop below runs once per batch, and less Python per
-        # batch is what makes the relay fast (docs/performance.md)
+        # batch is what makes the relay fast (bench/README.md)
         self._poll = select.poll()
         self._poll.register(self._listener.socket, select.POLLIN)
         self._poll.register(self._wake_reader, select.POLLIN)
