@@ -4,7 +4,8 @@ How a block is marked (the fence's info string; the first word stays the languag
 highlighted as usual):
 
 - ```` ```python ```` — a complete program that needs no server: run as a script of its own.
-- ```` ```python server ```` — a complete program that serves (it ends in ``serve()``): started on
+- ```` ```python server ```` — a complete program that serves (it ends in ``serve()``): written to a
+  file and started on
   free ports (``PYTRITON_TRITON_CONFIG_*_PORT``, which every ``Triton()`` reads), awaited until it
   says it serves, kept running while the same page's client blocks run, then stopped with SIGINT,
   which must end it with exit code 0. At most one per page.
@@ -64,6 +65,7 @@ def test_every_block_says_whether_it_runs():
         "quickstart.md",
         "security.md",
         "stateful_models.md",
+        "workers.md",
     ]
 
 
@@ -85,7 +87,7 @@ def _pointed_at(code: str, http: int, grpc: int) -> str:
 
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=lambda page: page.name)
-def test_the_page_runs_as_written(page):
+def test_the_page_runs_as_written(page, tmp_path):
     code_blocks = [(role, code) for language, role, code in blocks(page) if language == "python"]
     http, grpc, metrics = free_ports(3)
     env = _environment(http, grpc, metrics)
@@ -102,7 +104,9 @@ def test_the_page_runs_as_written(page):
     servers = [code for role, code in code_blocks if role == "server"]
     if not servers:
         return
-    with Serving([sys.executable, "-c", servers[0]], env=env) as server:
+    script = tmp_path / "server.py"  # a file, as users run it (worker processes import it again)
+    script.write_text(servers[0], encoding="utf-8")
+    with Serving([sys.executable, str(script)], env=env, cwd=tmp_path) as server:
         server.wait_for("pytriton_like: serving")
         for role, code in code_blocks:
             if role == "client":

@@ -20,9 +20,6 @@ ISSUE = re.compile(r"\bissues?\s*\(?#?\d+|(?<![\w&])#\d{1,4}\b", re.IGNORECASE)
 DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b|\b[0-2]?\d:[0-5]\d(:[0-5]\d)?\s*UTC\b")
 SESSION = re.compile(r"\bthis round\b|\blast round\b|\bthis session\b|\btoday\b", re.IGNORECASE)
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
-# Pages linked before they exist: written on another branch (worker processes, bind(workers=N)).
-# Empty this once they are merged.
-PENDING = {"workers.md"}
 
 
 def _prose(page: pathlib.Path):
@@ -47,7 +44,7 @@ def test_links_reach_files_that_exist(page):
     for number, line in _prose(page):
         for match in LINK.finditer(line):
             target = match.group(1)
-            if re.match(r"[a-z]+://", target) or target in PENDING:
+            if re.match(r"[a-z]+://", target):
                 continue
             if not (page.parent / target).exists():
                 missing.append(f"{page.name}:{number}: {target}")
