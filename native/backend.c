@@ -791,6 +791,19 @@ static void free_instance(struct instance_state* inst) {
   free(inst);
 }
 
+/* Connects to the worker's socket; while nobody listens there (a worker process being started
+ * again) tries again for up to wait_ms. A path that is missing fails at once. */
+static int connect_waiting(const char* path, int wait_ms) {
+  uint64_t deadline = now_ns() + (uint64_t)wait_ms * 1000000u;
+  int fd;
+  while ((fd = transport_connect(path)) < 0) {
+    if (errno == ENOENT || now_ns() > deadline) return -1;
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return fd;
+}
+
 /* HELLO, and the worker's WELCOME: the model is ready only once its worker answered. */
 static TRITONSERVER_Error* handshake(struct instance_state* inst, const char* path) {
   size_t name_len = strlen(inst->name);
@@ -866,7 +879,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
     inst->slots[i].in = empty;
     inst->slots[i].out = empty;
   }
-  inst->fd = transport_connect(path);
+  inst->fd = connect_waiting(path, settings.revive_ms); /* once, for threads: they listen before the load */
   if (inst->fd < 0) {
     error = error_new(TRITONSERVER_ERROR_UNAVAILABLE, "cannot reach the worker at %s: %s", path, strerror(errno));
     goto failed;
@@ -970,13 +983,8 @@ static void revive(struct instance_state* inst) {
     pthread_join(inst->reader, NULL);
     inst->has_reader = 0;
   }
-  uint64_t deadline = now_ns() + (uint64_t)inst->model->settings.revive_ms * 1000000u;
-  int fd;
-  while ((fd = transport_connect(inst->path)) < 0) {
-    if (errno == ENOENT || now_ns() > deadline) return;
-    struct timespec pause = {0, 20 * 1000 * 1000};
-    nanosleep(&pause, NULL);
-  }
+  int fd = connect_waiting(inst->path, inst->model->settings.revive_ms);
+  if (fd < 0) return;
   close(inst->fd);
   inst->fd = fd;
   for (uint32_t i = 0; i < inst->n_slots; i++) { /* the new worker knows none of the old arenas */

@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import os
 import pathlib
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from .access_tokens import write_token
 from .console import Console
@@ -18,6 +18,7 @@ from .exceptions import PyTritonInvalidOperationError, PyTritonServerError, PyTr
 from .model_config.ensemble import EnsembleConfig, validate_ensemble
 from .models.bindings import Bindings
 from .models.loopback import LoopbackClients, loopback_url
+from .models.availability import Availability
 from .models.model import Model
 from .models.poller import RepositoryPoller
 from .models.repository import remove_model_entry, write_ensemble_entry
@@ -77,6 +78,7 @@ class ServerRun:
         self._on_server_exit = on_server_exit
         self.workspace: Optional[Workspace] = None
         self.loopback: Optional[LoopbackClients] = None
+        self._availability: Dict[str, Availability] = {}
         self.server: Optional[ServerProcess] = None
         self.models: Optional[ServerModels] = None  # None without the HTTP endpoint
         self._poller: Optional[RepositoryPoller] = None
@@ -169,6 +171,14 @@ class ServerRun:
     def setup(self, model: Model) -> None:
         """Start a model version's workers (each binds its socket) and write its repository entry."""
         config = self._config
+        availability = None
+        if model.processes:  # not ready while none of its workers lives (models/availability.py)
+            availability = self._availability.get(model.name)
+            if availability is None:
+                name = model.name
+                availability = self._availability[name] = Availability(
+                    name, load=lambda: self._control().load(name), unload=lambda: self._control().unload(name)
+                )
         model.setup(
             self.workspace.model_repository,
             self.workspace.sockets,
@@ -177,6 +187,7 @@ class ServerRun:
             config.relay_spin(),
             config.relay_batches_in_flight(),
             loopback=self.loopback,
+            on_availability=availability.set if availability is not None else None,
         )
 
     def load(self, model: Model) -> None:
@@ -217,10 +228,17 @@ class ServerRun:
         self.ready.append(("ensemble", config.model_name, config.model_version))
         self.say_ready("ensemble", config.model_name, config.model_version)
 
+    def _control(self) -> ServerModels:
+        if self.models is None:
+            raise no_control("load or unload a model")
+        return self.models
+
     def stop(self) -> None:
         """Stop the poller, unload the models, stop the server and the workers, remove the workspace."""
         if self._poller is not None:
             self._poller.stop()
+        for availability in self._availability.values():
+            availability.close()
         if self.server is not None:
             exit_timeout = self._config.exit_timeout_secs or DEFAULT_EXIT_TIMEOUT_S
             models = self._bindings.models

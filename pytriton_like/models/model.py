@@ -75,6 +75,7 @@ class Model:
         spin_us: int = 0,
         in_flight: int = 1,
         loopback: Optional["LoopbackClients"] = None,
+        on_availability: Optional[Callable[[bool], None]] = None,
     ) -> None:
         """Start the workers (their sockets bound) and write the version's folder in the repository.
 
@@ -87,12 +88,14 @@ class Model:
                 (:func:`usable_spin_us`).
             in_flight: batches in flight per instance (TritonConfig.relay_in_flight).
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
+            on_availability: told False when none of the model's worker processes lives any more,
+                True when one is back (:class:`~.availability.Availability`).
         """
         instances = self.config.instance_count
         spin_us = usable_spin_us(spin_us, instances)
         paths = [str(sockets / f"{self._tag}-{index}") for index in range(instances)]
         if self._processes:
-            self._start_processes(paths, on_unrecoverable, shm_limit, loopback)
+            self._start_processes(paths, on_unrecoverable, shm_limit, loopback, on_availability)
         else:
             for infer_func, path in zip(self._infer_funcs, paths):
                 self._workers.append(
@@ -130,6 +133,7 @@ class Model:
         on_unrecoverable: Callable,
         shm_limit: Optional[int],
         loopback: Optional["LoopbackClients"],
+        on_availability: Optional[Callable[[bool], None]],
     ) -> None:
         """Start the worker processes (one per instance) and wait until each listens."""
         options = self._worker_options
@@ -149,7 +153,7 @@ class Model:
             )
             for index, path in enumerate(paths)
         ]
-        self._pool = WorkerPool(specs, options, on_unrecoverable)
+        self._pool = WorkerPool(specs, options, on_unrecoverable, on_availability)
         self._pool.start()
 
     def _revive_ms(self) -> int:
@@ -157,6 +161,11 @@ class Model:
         if not self._processes:
             return 0
         return int((self._worker_options.setup_timeout_s + WorkerPool.MAX_BACKOFF_S) * 1000)
+
+    @property
+    def processes(self) -> bool:
+        """Whether the model's instances are worker processes."""
+        return bool(self._processes)
 
     def worker_pids(self) -> List[Optional[int]]:
         """The process id of each worker process (None for one not running); empty for threads."""

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonUnrecoverableError, PyTritonValidationError
 from ..relay.transport import UNIX_SCHEME
@@ -44,6 +44,8 @@ class WorkerPool:
         options: how they start and restart.
         on_unrecoverable: called (on the pool's thread) when a worker's callable raised
             PyTritonUnrecoverableError.
+        on_availability: called (on the pool's thread) with False when no worker is alive any
+            more, and with True when one is back after that.
     """
 
     MAX_BACKOFF_S = 10.0  # the longest wait before a restart
@@ -53,12 +55,15 @@ class WorkerPool:
         specs: Sequence[WorkerSpec],
         options: WorkerOptions,
         on_unrecoverable: Callable[[BaseException], None],
+        on_availability: Optional[Callable[[bool], None]] = None,
     ):
         if options.start_method == "fork":
             _check_forkable(specs[0].info.model_name)
         self._specs = list(specs)
         self._options = options
         self._on_unrecoverable = on_unrecoverable
+        self._on_availability = on_availability or (lambda available: None)
+        self._none_alive = False
         self._context = multiprocessing.get_context(options.start_method)
         self._processes: List[Optional[Any]] = [None] * len(self._specs)
         self._conns: List[Optional[Any]] = [None] * len(self._specs)
@@ -160,6 +165,10 @@ class WorkerPool:
             raise _WorkerFailed(f"{what} sent {message!r} instead of saying it is ready")
 
     def _supervise(self) -> None:
+        """Watch the workers until the pool closes: their messages, their deaths, their restarts
+        (each due at its time: deaths meanwhile are seen, so a model whose workers all died is
+        known to have none alive before any comes back)."""
+        restart_at: Dict[int, float] = {}
         while not self._stopping.is_set():
             watched = {self._wake_reader: None}
             for index, (process, conn) in enumerate(zip(self._processes, self._conns)):
@@ -167,14 +176,22 @@ class WorkerPool:
                     watched[process.sentinel] = index
                 if conn is not None:
                     watched[conn] = index
-            for item in multiprocessing.connection.wait(list(watched)):
+            timeout = max(0.0, min(restart_at.values()) - time.monotonic()) if restart_at else None
+            for item in multiprocessing.connection.wait(list(watched), timeout):
                 index = watched[item]
                 if index is None or self._stopping.is_set():
                     return
                 if item is self._conns[index]:
                     self._receive(index)
                 elif self._processes[index] is not None and item == self._processes[index].sentinel:
-                    self._lost(index)
+                    process = self._processes[index]
+                    process.join(5)
+                    self._forget(index)
+                    self._died(index, _cause(process.exitcode), restart_at)
+            for index, due in sorted(restart_at.items()):
+                if due <= time.monotonic() and not self._stopping.is_set():
+                    del restart_at[index]
+                    self._restart(index, restart_at)
 
     def _receive(self, index: int) -> None:
         try:
@@ -186,40 +203,43 @@ class WorkerPool:
         if isinstance(message, Unrecoverable):
             self._on_unrecoverable(PyTritonUnrecoverableError(message.message))
 
-    def _lost(self, index: int) -> None:
-        process = self._processes[index]
-        process.join(5)
-        cause = _cause(process.exitcode)
-        self._forget(index)
-        while not self._stopping.is_set():
-            if self._restarts >= self._options.max_restarts:
-                logger.error(
-                    "worker %d of model %r died (%s); its restarts are used up (WorkerOptions.max_restarts=%d):"
-                    " the model serves with %d of %d workers",
-                    index, self._name, cause, self._options.max_restarts, self.alive(), len(self._specs),
-                )
-                with contextlib.suppress(FileNotFoundError):  # the backend instance stops waiting for it
-                    os.unlink(self._specs[index].address[len(UNIX_SCHEME):])
-                return
-            backoff = min(self.MAX_BACKOFF_S, _FIRST_BACKOFF_S * 2**self._restarts)
-            self._restarts += 1
-            logger.warning(
-                "worker %d of model %r died (%s); starting it again in %.1f s (restart %d of %d)",
-                index, self._name, cause, backoff, self._restarts, self._options.max_restarts,
+    def _died(self, index: int, cause: str, restart_at: Dict[int, float]) -> None:
+        """Worker ``index`` is gone: say so, and have it started again after a back-off, or give up on it."""
+        if self.alive() == 0 and not self._none_alive:
+            self._none_alive = True
+            self._on_availability(False)
+        if self._restarts >= self._options.max_restarts:
+            logger.error(
+                "worker %d of model %r died (%s); its restarts are used up (WorkerOptions.max_restarts=%d):"
+                " the model serves with %d of %d workers",
+                index, self._name, cause, self._options.max_restarts, self.alive(), len(self._specs),
             )
-            if multiprocessing.connection.wait([self._wake_reader], backoff):
-                return
-            try:
-                self._spawn(index)
-                self._wait_ready(index, time.monotonic() + self._options.setup_timeout_s)
-                logger.info("worker %d of model %r is serving again (pid %d)", index, self._name, self._processes[index].pid)
-                return
-            except _WorkerFailed as exc:
-                cause = str(exc)
-                if self._processes[index] is not None:
-                    self._processes[index].kill()
-                    self._processes[index].join(5)
-                self._forget(index)
+            with contextlib.suppress(FileNotFoundError):  # the backend instance stops waiting for it
+                os.unlink(self._specs[index].address[len(UNIX_SCHEME):])
+            return
+        backoff = min(self.MAX_BACKOFF_S, _FIRST_BACKOFF_S * 2**self._restarts)
+        self._restarts += 1
+        logger.warning(
+            "worker %d of model %r died (%s); starting it again in %.1f s (restart %d of %d)",
+            index, self._name, cause, backoff, self._restarts, self._options.max_restarts,
+        )
+        restart_at[index] = time.monotonic() + backoff
+
+    def _restart(self, index: int, restart_at: Dict[int, float]) -> None:
+        try:
+            self._spawn(index)
+            self._wait_ready(index, time.monotonic() + self._options.setup_timeout_s)
+        except _WorkerFailed as exc:
+            if self._processes[index] is not None:
+                self._processes[index].kill()
+                self._processes[index].join(5)
+            self._forget(index)
+            self._died(index, str(exc), restart_at)
+            return
+        logger.info("worker %d of model %r is serving again (pid %d)", index, self._name, self._processes[index].pid)
+        if self._none_alive:
+            self._none_alive = False
+            self._on_availability(True)
 
     def _forget(self, index: int) -> None:
         if self._conns[index] is not None:

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from pytriton_like.client import DecoupledModelClient, ModelClient
+from pytriton_like.client.utils import create_client_from_url
 from pytriton_like.client.exceptions import PyTritonClientInferenceServerError, PyTritonClientModelUnavailableError
 from pytriton_like.decorators import batch, triton_context
 from pytriton_like.exceptions import PyTritonValidationError
@@ -374,3 +375,24 @@ def test_fork_is_refused_once_cuda_is_initialised(monkeypatch):
         with pytest.raises(PyTritonValidationError, match="a forked worker cannot use it"):
             triton.bind(model_name="Forked", infer_func=echo, inputs=X, outputs=Y, workers=2,
                         worker_options=WorkerOptions(start_method="fork"))
+
+
+def test_the_model_is_not_ready_while_no_worker_lives(caplog):
+    config = free_config()
+    with checked_for_leaks(), Triton(config=config) as triton:
+        triton.bind(model_name="Who", infer_func=WhoAmI(), inputs=X, outputs=WHO, config=ModelConfig(max_batch_size=8),
+                    workers=2)
+        triton.run()
+        url = url_of(config, "http")
+        with ModelClient(url, "Who") as client:
+            pids = {int(client.infer_sample(np.array([1.0], F32))["pid"][0]) for _ in range(40)}
+        assert len(pids) == 2
+        with create_client_from_url(url) as raw:
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            assert wait_for(lambda: not raw.is_model_ready("Who"), 20)
+            assert wait_for(lambda: raw.is_model_ready("Who"), 60)  # restarted, loaded again
+        answers = who_answers(url, calls=20, threads=2)
+        assert {pid for pid, _, _ in answers}.isdisjoint(pids)
+    assert "model 'Who' is not ready: none of its worker processes is alive" in caplog.text
+    assert "model 'Who' is ready again" in caplog.text
