@@ -26,6 +26,7 @@ from .access_tokens import read_token
 from .exceptions import PyTritonInvalidOperationError, PyTritonServerError
 from .model_config import ModelConfig, Tensor
 from .models.binding import bound_model_config
+from .models.worker_process import check_not_in_worker
 from .worker.options import WorkerOptions
 from .models.loopback import LoopbackClients
 from .models.model import Model
@@ -73,6 +74,7 @@ class RemoteTriton:
     ):
         from .client.url import TritonUrl  # noqa: PLC0415 - serving alone does not load the client side
 
+        check_not_in_worker("RemoteTriton()")
         self._url = TritonUrl.from_url(url)
         self._workspace_arg = pathlib.Path(workspace) if workspace is not None else None
         self._workspace: Optional[pathlib.Path] = None

@@ -180,9 +180,8 @@ class Model:
         return bool(self._workers) or self._pool is not None
 
     def busy(self) -> bool:
-        """Whether any of its worker threads is handling a batch (worker processes are not asked:
-        the backend waits for their batches when the model unloads)."""
-        return any(worker.busy for worker in self._workers)
+        """Whether any of its workers is handling a batch."""
+        return any(worker.busy for worker in self._workers) or (self._pool is not None and self._pool.busy())
 
     def teardown(self, repository: pathlib.Path) -> None:
         """Stop the workers and remove the version's folder; the server must have unloaded the model."""

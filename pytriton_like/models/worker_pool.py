@@ -67,6 +67,8 @@ class WorkerPool:
         self._context = multiprocessing.get_context(options.start_method)
         self._processes: List[Optional[Any]] = [None] * len(self._specs)
         self._conns: List[Optional[Any]] = [None] * len(self._specs)
+        # shared with each worker: whether it handles a batch (the parent's stop waits for them)
+        self._busy = [self._context.RawValue("b", 0) for _ in self._specs]
         self._restarts = 0
         self._stopping = threading.Event()
         self._wake_reader, self._wake_writer = os.pipe()
@@ -92,6 +94,10 @@ class WorkerPool:
     def pids(self) -> List[Optional[int]]:
         """Each worker's process id (None while it is not running)."""
         return [None if process is None or not process.is_alive() else process.pid for process in self._processes]
+
+    def busy(self) -> bool:
+        """Whether a worker is handling a batch."""
+        return any(flag.value for flag in self._busy)
 
     def alive(self) -> int:
         """How many workers are running."""
@@ -131,7 +137,7 @@ class WorkerPool:
         spec = self._specs[index]
         receiver, sender = self._context.Pipe()
         process = self._context.Process(
-            target=worker_main, args=(spec, sender), name=f"pytriton_like-worker-{self._name}-{index}", daemon=False
+            target=worker_main, args=(spec, sender, self._busy[index]), name=f"pytriton_like-worker-{self._name}-{index}", daemon=False
         )
         with _environ_lock:  # a spawned interpreter takes the environment as it is at start
             os.environ[WORKER_ENV] = "1"

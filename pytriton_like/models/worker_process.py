@@ -122,8 +122,11 @@ def check_not_in_worker(what: str) -> None:
         )
 
 
-def worker_main(spec: WorkerSpec, conn: Any) -> None:
-    """The worker process's target: set up, say Ready, serve until told to stop or the parent is gone."""
+def worker_main(spec: WorkerSpec, conn: Any, busy_flag: Any = None) -> None:
+    """The worker process's target: set up, say Ready, serve until told to stop or the parent is gone.
+
+    ``busy_flag``: shared with the parent, which reads whether a batch is being handled.
+    """
     _die_with_parent(spec.parent_pid)
     os.environ.pop(WORKER_ENV, None)  # the script is imported: from here on, nothing re-runs it
     # Ctrl-C and a SIGTERM to the whole group reach the parent too, which stops the workers in
@@ -134,7 +137,7 @@ def worker_main(spec: WorkerSpec, conn: Any) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = spec.info.device
     loopback = LoopbackClients(spec.loopback_url, spec.access_token) if spec.loopback_url else None
     try:
-        worker = _start(spec, conn, loopback)
+        worker = _start(spec, conn, loopback, busy_flag)
     except BaseException as exc:  # noqa: BLE001 - whatever failed, the parent must hear why
         conn.send(SetupFailed(type(exc).__name__, str(exc), traceback.format_exc()))
         if loopback is not None:
@@ -150,7 +153,7 @@ def worker_main(spec: WorkerSpec, conn: Any) -> None:
         loopback.close()
 
 
-def _start(spec: WorkerSpec, conn: Any, loopback: Optional[LoopbackClients]):
+def _start(spec: WorkerSpec, conn: Any, loopback: Optional[LoopbackClients], busy_flag: Any):
     infer_func = spec.infer_func
     if isinstance(infer_func, CallableByName):
         infer_func = infer_func.resolve()
@@ -172,6 +175,7 @@ def _start(spec: WorkerSpec, conn: Any, loopback: Optional[LoopbackClients]):
         shm_limit=spec.shm_limit,
         loopback=loopback,
         tracer=model_tracer(spec.trace_config),
+        busy_flag=busy_flag,
     )
 
 

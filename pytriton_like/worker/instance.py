@@ -13,7 +13,7 @@ import select
 import socket
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -50,6 +50,16 @@ class _Peer:
         self.channel.close()
 
 
+class _Flag:
+    """Whether a batch is being handled; a worker process gets a shared one instead, that its
+    parent reads (``multiprocessing.RawValue``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = False
+
+
 class InstanceWorker:
     """Serves one model instance: owns its Unix socket, its backend connections and a thread.
 
@@ -60,6 +70,7 @@ class InstanceWorker:
         call: the bound callable in the internal shape ``Requests -> Responses``; closed with the worker.
         address: ``unix://PATH`` to bind.
         shm_limit: the largest arena it may use, in bytes (None: as large as a message needs).
+        busy_flag: where to say whether a batch is being handled (an object with ``value``).
     """
 
     def __init__(
@@ -69,6 +80,7 @@ class InstanceWorker:
         call: BatchCall,
         address: str,
         shm_limit: Optional[int] = None,
+        busy_flag: Optional[Any] = None,
     ):
         self._handler = handler
         self._call = call
@@ -83,7 +95,7 @@ class InstanceWorker:
         self._poll.register(self._wake_reader, select.POLLIN)
         self._peers: Dict[int, _Peer] = {}
         self._failed: Optional[str] = None  # why the worker serves no more, once it failed
-        self._busy = False
+        self._busy = busy_flag if busy_flag is not None else _Flag()  # .value: a batch is being handled
         name = os.path.basename(self._listener.path)
         self._thread = threading.Thread(target=self._serve, name=f"pytriton_like-{name}", daemon=True)
         self._thread.start()
@@ -99,7 +111,7 @@ class InstanceWorker:
     @property
     def busy(self) -> bool:
         """Whether a batch is being handled right now."""
-        return self._busy
+        return bool(self._busy.value)
 
     def _serve(self) -> None:
         listener_fd, wake_fd = self._listener.fileno(), self._wake_reader.fileno()
@@ -133,11 +145,11 @@ class InstanceWorker:
                 if fd is not None:
                     os.close(fd)
                 return
-            self._busy = True
+            self._busy.value = True
             try:
                 reply, arena = self._handle(peer, body, fd)
             finally:
-                self._busy = False
+                self._busy.value = False
             if reply is not None:
                 channel.send(reply, None if arena is None else arena.pending_fd)
                 if arena is not None:
@@ -149,7 +161,7 @@ class InstanceWorker:
             self._drop(peer)
 
     def _drop(self, peer: _Peer) -> None:
-        self._busy = False
+        self._busy.value = False
         fd = peer.channel.fileno()
         self._poll.unregister(fd)
         del self._peers[fd]

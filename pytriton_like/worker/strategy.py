@@ -23,6 +23,7 @@ def start_worker(
     handler: BatchHandler,
     address: str,
     shm_limit: Optional[int] = None,
+    busy_flag: Optional[Any] = None,
 ) -> Worker:
     """A running worker for one instance, its socket bound at ``address``.
 
@@ -33,7 +34,9 @@ def start_worker(
     """
     if decoupled:
         return StreamWorker(handler=handler, stream=ResponseStream(infer_func), address=address)
-    return InstanceWorker(handler=handler, call=BatchCall(infer_func), address=address, shm_limit=shm_limit)
+    return InstanceWorker(
+        handler=handler, call=BatchCall(infer_func), address=address, shm_limit=shm_limit, busy_flag=busy_flag
+    )
 
 
 def start_instance(
@@ -46,10 +49,11 @@ def start_instance(
     shm_limit: Optional[int] = None,
     loopback: Optional[ModelCalls] = None,
     tracer: Optional[Any] = None,
+    busy_flag: Optional[Any] = None,
 ) -> Worker:
     """The worker of one instance of a bound model, in this process (a thread of the user's
     process, or a worker process): the callable gets its ``TritonContext`` and, with a tracer,
-    its spans."""
+    its spans. ``busy_flag``: where a non-decoupled worker says whether it handles a batch."""
     context = TritonContext(model_config=config, loopback=loopback)
     context.model_configs[infer_func] = config
     attach_triton_context(infer_func, context)
@@ -62,5 +66,6 @@ def start_instance(
         handler=BatchHandler(config.model_name, checker, on_unrecoverable),
         address=address,
         shm_limit=shm_limit,
+        busy_flag=busy_flag,
     )
 

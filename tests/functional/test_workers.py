@@ -396,3 +396,26 @@ def test_the_model_is_not_ready_while_no_worker_lives(caplog):
         assert {pid for pid, _, _ in answers}.isdisjoint(pids)
     assert "model 'Who' is not ready: none of its worker processes is alive" in caplog.text
     assert "model 'Who' is ready again" in caplog.text
+
+
+def test_stopping_waits_for_the_batch_a_worker_runs(tmp_path):
+    config = free_config()
+    outcome = {}
+    with checked_for_leaks():
+        triton = Triton(config=config)
+        try:
+            triton.bind(model_name="Slow", infer_func=Slow(tmp_path), inputs=X, outputs=Y,
+                        config=ModelConfig(max_batch_size=1), workers=2)
+            triton.run()
+
+            def slow_call():
+                with ModelClient(url_of(config, "grpc"), "Slow") as client:
+                    outcome["answer"] = client.infer_sample(np.array([5.0], F32))
+
+            caller = threading.Thread(target=slow_call)
+            caller.start()
+            assert wait_for(lambda: (tmp_path / "busy").exists() and (tmp_path / "busy").read_text(), 30)
+        finally:
+            triton.stop()  # what SIGINT and SIGTERM do: unload (in-flight batches finish), then stop
+        caller.join(30)
+    assert int(outcome["answer"]["y"][0]) == int((tmp_path / "busy").read_text())
