@@ -11,6 +11,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -137,12 +138,22 @@ class WorkerPool:
         spec = self._specs[index]
         receiver, sender = self._context.Pipe()
         process = self._context.Process(
-            target=worker_main, args=(spec, sender, self._busy[index]), name=f"pytriton_like-worker-{self._name}-{index}", daemon=False
+            target=worker_main,
+            args=(spec, sender, self._busy[index]),
+            name=f"pytriton_like-worker-{self._name}-{index}",
         )
         with _environ_lock:  # a spawned interpreter takes the environment as it is at start
             os.environ[WORKER_ENV] = "1"
             try:
                 process.start()
+            except (pickle.PicklingError, AttributeError, TypeError, NotImplementedError) as exc:
+                sender.close()
+                receiver.close()
+                raise _WorkerFailed(
+                    f"the callable of model {self._name!r} cannot be sent to a spawned worker ({exc}): define it"
+                    " at the top level of a module (not in a function, not a lambda), or use"
+                    " WorkerOptions(start_method='fork')"
+                ) from None
             finally:
                 del os.environ[WORKER_ENV]
         sender.close()

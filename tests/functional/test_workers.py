@@ -419,3 +419,10 @@ def test_stopping_waits_for_the_batch_a_worker_runs(tmp_path):
             triton.stop()  # what SIGINT and SIGTERM do: unload (in-flight batches finish), then stop
         caller.join(30)
     assert int(outcome["answer"]["y"][0]) == int((tmp_path / "busy").read_text())
+
+
+def test_a_callable_that_cannot_be_pickled_is_refused_saying_why():
+    with checked_for_leaks(), Triton(config=free_config()) as triton:
+        with pytest.raises(PyTritonValidationError, match="cannot be sent to a spawned worker"):
+            triton.bind(model_name="Lambda", infer_func=batch(lambda x: {"y": x}), inputs=X, outputs=Y,
+                        config=ModelConfig(max_batch_size=1), workers=2)
