@@ -3,22 +3,49 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# A second environment with numpy 1.26 (and NVIDIA's PyTriton, whose signatures a test compares):
+# `make test` runs the whole suite on numpy 2 in .venv, then NUMPY1_TESTS here.
+VENV_NUMPY1 := .venv-numpy1
+STAMP_NUMPY1 := $(VENV_NUMPY1)/.installed-stamp
+NUMPY1_TESTS := tests/unit tests/integration \
+	tests/functional/test_callables.py tests/functional/test_dtypes.py tests/functional/test_outputs.py \
+	tests/functional/test_client_api.py tests/functional/test_runner.py \
+	tests/functional/test_model_repository.py tests/functional/test_model_management.py \
+	tests/functional/test_s3_repository.py tests/functional/test_triton_home.py tests/functional/test_packaging.py
 
-.PHONY: demo test soak test-deploy venv clean sanitize fuzz
+.PHONY: demo test venv venv-numpy1 test-numpy1 smoke-pythons soak test-deploy clean sanitize fuzz
 
 venv: $(STAMP)
+venv-numpy1: $(STAMP_NUMPY1)
 
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test]" "numpy>=2"
 	touch $(STAMP)
+
+$(STAMP_NUMPY1): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
+	test -x $(VENV_NUMPY1)/bin/python || $(PYTHON) -m venv $(VENV_NUMPY1)
+	$(VENV_NUMPY1)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_NUMPY1)/bin/python -m pip install --quiet -e ".[test]" "numpy>=1.26,<2" "nvidia-pytriton==0.7.0"
+	touch $(STAMP_NUMPY1)
 
 demo: $(STAMP)
 	$(BIN)/python examples/run.py add_sub
 
-test: $(STAMP)
+test: $(STAMP) $(STAMP_NUMPY1)
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-numpy1
+
+test-numpy1: $(STAMP_NUMPY1)
+	$(VENV_NUMPY1)/bin/python -m pytest -p no:cacheprovider $(NUMPY1_TESTS)
+
+# pytriton_like's wheel built once, installed from wheels alone (pip --only-binary :all:) into a
+# fresh venv of every Python of requires-python (pyenv's), and served there: a model called over
+# HTTP and gRPC, then stopped (tools/smoke_pythons.py). Not part of `make test`: it takes minutes.
+SMOKE_PYTHONS ?= 3.9 3.10 3.11 3.12 3.13
+smoke-pythons: $(STAMP)
+	$(BIN)/python tools/smoke_pythons.py $(SMOKE_PYTHONS)
 
 # 60 s of 32 clients against a real server (tests/soak); results in tests/soak/results/latest.json.
 soak: $(STAMP)
@@ -35,7 +62,7 @@ test-deploy: $(STAMP)
 	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
+	rm -rf $(VENV) $(VENV_NUMPY1) build pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
 	$(MAKE) -C native clean
 
 # The relay's backend, the token-hiding library and the reaper's waiting program built with
