@@ -94,24 +94,25 @@ fuzz: $(STAMP)
 
 # Benchmark against NVIDIA PyTriton and the two floors (docs/performance.md); wrk, perf_analyzer, matplotlib.
 .PHONY: bench bench-quick
-BENCH_STAMP := $(VENV)/.bench-stamp
+# In the numpy 1 environment: the benchmark serves NVIDIA's PyTriton too (nvidia-pytriton pins numpy<2).
+BENCH_STAMP := $(VENV_NUMPY1)/.bench-stamp
 NEED_WRK := command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
 
 PERF_ANALYZER := $(VENV)/perf_analyzer/perf_analyzer
 NEED_B64 := ldconfig -p | grep -q libb64.so.0d || apt-get install -y libb64-0d || (apt-get update && apt-get install -y libb64-0d)
 
-$(BENCH_STAMP): $(STAMP) bench/requirements.txt
-	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
+$(BENCH_STAMP): $(STAMP_NUMPY1) bench/requirements.txt
+	$(VENV_NUMPY1)/bin/python -m pip install --quiet -r bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 # Triton's perf_analyzer (the tritonclient 2.40.0 wheel ships the last one; bench/install_perf_analyzer.py).
-$(PERF_ANALYZER): $(STAMP)
+$(PERF_ANALYZER): $(STAMP) $(STAMP_NUMPY1)
 	@$(NEED_B64)
-	$(BIN)/python bench/install_perf_analyzer.py
+	$(VENV_NUMPY1)/bin/python bench/install_perf_analyzer.py
 
 bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
-	$(BIN)/python bench/run.py
+	$(VENV_NUMPY1)/bin/python bench/run.py
 
 # One 1 GiB request in and out over HTTP and gRPC: the serving processes' peak memory and whether
 # the relay's arenas shrink back after it (bench/big_tensor.py, docs/performance.md).
@@ -121,13 +122,14 @@ bench-big: $(STAMP)
 
 bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
-	$(BIN)/python bench/run.py --quick
+	$(VENV_NUMPY1)/bin/python bench/run.py --quick
 
-# PyTriton 0.7.0's own tests against PyTriton and against pytriton_like (docs/moving_from_pytriton.md).
+# PyTriton 0.7.0's own tests against PyTriton and against pytriton_like (docs/moving_from_pytriton.md),
+# in the numpy 1 environment, which has NVIDIA's nvidia-pytriton installed (it pins numpy<2).
 # Needs a checkout of triton-inference-server/pytriton at v0.7.0 (not part of this repository):
 #   make pytriton-tests PYTRITON_UPSTREAM=/path/to/pytriton [SUITE=unit|l0|examples|all]
 .PHONY: pytriton-tests
 PYTRITON_UPSTREAM ?= /tmp/pytriton-upstream
 SUITE ?= all
-pytriton-tests: $(STAMP)
-	$(BIN)/python tools/run_pytriton_tests.py --upstream $(PYTRITON_UPSTREAM) --suite $(SUITE)
+pytriton-tests: $(STAMP_NUMPY1)
+	$(VENV_NUMPY1)/bin/python tools/run_pytriton_tests.py --upstream $(PYTRITON_UPSTREAM) --suite $(SUITE)
