@@ -53,14 +53,13 @@ class Workspace:
         if bundle.stub is not None:
             # The stub must sit next to libtriton_python.so: a folder of ours, whatever the install
             # (the shipped server keeps one stub per Python elsewhere; a container's is read-only).
+            # Every file of the install's Python backend (libtriton_python.so,
+            # triton_python_backend_utils.py, whatever a newer release adds), then the stub chosen.
             python_backend = self.backends / "python"
-            python_backend.mkdir(mode=PRIVATE_MODE, exist_ok=True)
-            for source in (
-                bundle.python_backend / "libtriton_python.so",
-                bundle.python_backend / "triton_python_backend_utils.py",
-                bundle.stub,
-            ):
-                shutil.copy2(source, python_backend / source.name)
+            shutil.copytree(bundle.python_backend, python_backend, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            python_backend.chmod(PRIVATE_MODE)
+            shutil.copy2(bundle.stub, python_backend / bundle.stub.name)
         for backend in bundle.other_backends():
             if backend.name != BACKEND_NAME:
                 # a container's onnxruntime, pytorch...: used where it is, never written to
