@@ -11,7 +11,9 @@ NUMPY1_TESTS := tests/unit tests/integration \
 	tests/functional/test_callables.py tests/functional/test_dtypes.py tests/functional/test_outputs.py \
 	tests/functional/test_client_api.py tests/functional/test_runner.py \
 	tests/functional/test_model_repository.py tests/functional/test_model_management.py \
-	tests/functional/test_s3_repository.py tests/functional/test_triton_home.py tests/functional/test_packaging.py
+	tests/functional/test_s3_repository.py tests/functional/test_triton_home.py \
+	tests/functional/test_examples.py::test_model_repository_serves_a_hand_written_model_and_two_versions \
+	tests/functional/test_examples.py::test_s3_repository_served_from_a_stand_in_s3_server
 
 .PHONY: demo test venv venv-numpy1 test-numpy1 smoke-pythons soak test-deploy clean sanitize fuzz
 
