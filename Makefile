@@ -3,22 +3,51 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# A second environment with numpy 1.26 (and NVIDIA's PyTriton, whose signatures a test compares):
+# `make test` runs the whole suite on numpy 2 in .venv, then NUMPY1_TESTS here.
+VENV_NUMPY1 := .venv-numpy1
+STAMP_NUMPY1 := $(VENV_NUMPY1)/.installed-stamp
+NUMPY1_TESTS := tests/unit tests/integration \
+	tests/functional/test_callables.py tests/functional/test_dtypes.py tests/functional/test_outputs.py \
+	tests/functional/test_client_api.py tests/functional/test_runner.py \
+	tests/functional/test_model_repository.py tests/functional/test_model_management.py \
+	tests/functional/test_s3_repository.py tests/functional/test_triton_home.py \
+	tests/functional/test_examples.py::test_model_repository_serves_a_hand_written_model_and_two_versions \
+	tests/functional/test_examples.py::test_s3_repository_served_from_a_stand_in_s3_server
 
-.PHONY: demo test soak test-deploy venv clean sanitize fuzz
+.PHONY: demo test venv venv-numpy1 test-numpy1 smoke-pythons soak test-deploy clean sanitize fuzz
 
 venv: $(STAMP)
+venv-numpy1: $(STAMP_NUMPY1)
 
 $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test]" "numpy>=2"
 	touch $(STAMP)
+
+$(STAMP_NUMPY1): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
+	test -x $(VENV_NUMPY1)/bin/python || $(PYTHON) -m venv $(VENV_NUMPY1)
+	$(VENV_NUMPY1)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_NUMPY1)/bin/python -m pip install --quiet -e ".[test]" "numpy>=1.26,<2" "nvidia-pytriton==0.7.0"
+	touch $(STAMP_NUMPY1)
 
 demo: $(STAMP)
 	$(BIN)/python examples/run.py add_sub
 
-test: $(STAMP)
+test: $(STAMP) $(STAMP_NUMPY1)
 	$(BIN)/python -m pytest
+	$(MAKE) --no-print-directory test-numpy1
+
+test-numpy1: $(STAMP_NUMPY1)
+	$(VENV_NUMPY1)/bin/python -m pytest -p no:cacheprovider $(NUMPY1_TESTS)
+
+# pytriton_like's wheel built once, installed from wheels alone (pip --only-binary :all:) into a
+# fresh venv of every Python of requires-python (pyenv's), and served there: a model called over
+# HTTP and gRPC, then stopped (tools/smoke_pythons.py). Not part of `make test`: it takes minutes.
+SMOKE_PYTHONS ?= 3.9 3.10 3.11 3.12 3.13
+smoke-pythons: $(STAMP)
+	$(BIN)/python tools/smoke_pythons.py $(SMOKE_PYTHONS)
 
 # 60 s of 32 clients against a real server (tests/soak); results in tests/soak/results/latest.json.
 soak: $(STAMP)
@@ -35,7 +64,7 @@ test-deploy: $(STAMP)
 	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
+	rm -rf $(VENV) $(VENV_NUMPY1) build pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
 	$(MAKE) -C native clean
 
 # The relay's backend, the token-hiding library and the reaper's waiting program built with
@@ -67,24 +96,25 @@ fuzz: $(STAMP)
 
 # Benchmark against NVIDIA PyTriton and the two floors (docs/performance.md); wrk, perf_analyzer, matplotlib.
 .PHONY: bench bench-quick
-BENCH_STAMP := $(VENV)/.bench-stamp
+# In the numpy 1 environment: the benchmark serves NVIDIA's PyTriton too (nvidia-pytriton pins numpy<2).
+BENCH_STAMP := $(VENV_NUMPY1)/.bench-stamp
 NEED_WRK := command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
 
 PERF_ANALYZER := $(VENV)/perf_analyzer/perf_analyzer
 NEED_B64 := ldconfig -p | grep -q libb64.so.0d || apt-get install -y libb64-0d || (apt-get update && apt-get install -y libb64-0d)
 
-$(BENCH_STAMP): $(STAMP) bench/requirements.txt
-	$(BIN)/python -m pip install --quiet -r bench/requirements.txt
+$(BENCH_STAMP): $(STAMP_NUMPY1) bench/requirements.txt
+	$(VENV_NUMPY1)/bin/python -m pip install --quiet -r bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 # Triton's perf_analyzer (the tritonclient 2.40.0 wheel ships the last one; bench/install_perf_analyzer.py).
-$(PERF_ANALYZER): $(STAMP)
+$(PERF_ANALYZER): $(STAMP) $(STAMP_NUMPY1)
 	@$(NEED_B64)
-	$(BIN)/python bench/install_perf_analyzer.py
+	$(VENV_NUMPY1)/bin/python bench/install_perf_analyzer.py
 
 bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
-	$(BIN)/python bench/run.py
+	$(VENV_NUMPY1)/bin/python bench/run.py
 
 # Worker processes against threads and Triton's Python backend on a CPU-bound model, and the memory
 # each worker adds with fork and spawn (bench/workers.py, docs/workers.md).
@@ -100,13 +130,14 @@ bench-big: $(STAMP)
 
 bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
-	$(BIN)/python bench/run.py --quick
+	$(VENV_NUMPY1)/bin/python bench/run.py --quick
 
-# PyTriton 0.7.0's own tests against PyTriton and against pytriton_like (docs/moving_from_pytriton.md).
+# PyTriton 0.7.0's own tests against PyTriton and against pytriton_like (docs/moving_from_pytriton.md),
+# in the numpy 1 environment, which has NVIDIA's nvidia-pytriton installed (it pins numpy<2).
 # Needs a checkout of triton-inference-server/pytriton at v0.7.0 (not part of this repository):
 #   make pytriton-tests PYTRITON_UPSTREAM=/path/to/pytriton [SUITE=unit|l0|examples|all]
 .PHONY: pytriton-tests
 PYTRITON_UPSTREAM ?= /tmp/pytriton-upstream
 SUITE ?= all
-pytriton-tests: $(STAMP)
-	$(BIN)/python tools/run_pytriton_tests.py --upstream $(PYTRITON_UPSTREAM) --suite $(SUITE)
+pytriton-tests: $(STAMP_NUMPY1)
+	$(VENV_NUMPY1)/bin/python tools/run_pytriton_tests.py --upstream $(PYTRITON_UPSTREAM) --suite $(SUITE)

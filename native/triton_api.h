@@ -10,9 +10,13 @@
 
 #define RELAY_EXPORT __attribute__((visibility("default")))
 
-/* The API versions this backend was written against (Triton 2.51). */
+/* The API versions this backend was written against (Triton 2.51). A server whose major differs or
+ * whose minor is older refuses it (TRITONBACKEND_Initialize). The minor may be set on the command
+ * line (-DRELAY_BACKEND_API_MINOR=...): the test of that refusal builds a backend needing a newer one. */
 #define RELAY_BACKEND_API_MAJOR 1
+#ifndef RELAY_BACKEND_API_MINOR
 #define RELAY_BACKEND_API_MINOR 19
+#endif
 
 typedef struct TRITONSERVER_Error TRITONSERVER_Error;
 typedef struct TRITONSERVER_Parameter TRITONSERVER_Parameter;

@@ -25,7 +25,7 @@ from .models.repository import remove_model_entry, write_ensemble_entry
 from .models.s3_repository import is_s3_url
 from .models.user_repository import repository_location
 from .relay.shm import unlink_orphaned_segments
-from .server.bundle import find_bundle
+from .server.bundle import find_install
 from .server.command_line import connect_host, endpoint_urls, local_url, server_argv
 from .server.config import DEFAULT_POLL_SECS, TritonConfig
 from .server.control import ServerControl
@@ -99,7 +99,7 @@ class ServerRun:
         known = repository.snapshot() if poll else {}
         unlink_orphaned_segments()
         remove_orphaned_workspaces()
-        bundle = find_bundle()
+        bundle = find_install(config.triton_home)
         check_ports_free(config.ports, config.http_address or "0.0.0.0")
         self.workspace = Workspace(bundle, self._workspace_path)
         self.loopback = LoopbackClients(loopback_url(config), access_token=self._security.access_token)

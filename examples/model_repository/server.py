@@ -4,6 +4,9 @@
 repository/Square is a plain Triton Python-backend model (config.pbtxt + 1/model.py). Scale is a
 Python callable bound twice: version 1 doubles, version 2 triples. Ports come from TritonConfig's
 defaults or PYTRITON_TRITON_CONFIG_HTTP_PORT and friends.
+
+Square runs in Triton's Python-backend stub, which is built for numpy 1: run this example where
+numpy<2 is installed (with numpy 2, pytriton_like refuses to load Square and says why).
 """
 
 import logging

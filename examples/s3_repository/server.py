@@ -6,6 +6,9 @@ credentials of the AWS environment variables. Without one it starts a stand-in S
 127.0.0.1 (moto's, ``pip install 'moto[server]'``), uploads examples/model_repository/repository
 into bucket ``models`` and serves ``s3://127.0.0.1:<port>/models/repository`` from it. Ports come from
 TritonConfig's defaults or PYTRITON_TRITON_CONFIG_HTTP_PORT and friends.
+
+Square is a Python-backend model: run this example where numpy<2 is installed (Triton's stub is
+built for numpy 1; with numpy 2 pytriton_like refuses to load it and says why).
 """
 
 import argparse

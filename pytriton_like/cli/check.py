@@ -17,13 +17,12 @@ import subprocess
 import sys
 import sysconfig
 import time
-from importlib import metadata
 from typing import Callable, List, TextIO
 
 import numpy as np
 
 from ..exceptions import PyTritonError
-from ..server.bundle import find_bundle
+from ..server.bundle import HOME_VARIABLE, TritonBundle, find_install, shipped_stub_versions
 from ..server.config import TritonConfig
 
 __all__ = ["Status", "Finding", "environment_checks", "serving_check", "run_checks"]
@@ -31,7 +30,6 @@ __all__ = ["Status", "Finding", "environment_checks", "serving_check", "run_chec
 _SHM_DIR = "/dev/shm"
 # Below this, /dev/shm (Docker's default is 64 MiB) is too small for tensors of a few hundred MiB.
 _SHM_WARN_BYTES = 256 * 1024**2
-_WHEEL = "nvidia-pytriton"
 
 
 class Status(enum.Enum):
@@ -88,50 +86,68 @@ def _libpython() -> Finding:
     return Finding(Status.OK, "libpython", f"{path} (Triton() puts its folder first on the server's LD_LIBRARY_PATH)")
 
 
+def _install() -> TritonBundle:
+    """The Triton install Triton() would use here (TritonConfig.triton_home from the environment, or the shipped one).
+
+    Only that variable is read: a bad value of another is the ports check's to report.
+    """
+    return find_install(os.environ.get(HOME_VARIABLE) or None)
+
+
 def _stub() -> Finding:
-    """The stub for this Python version ships in the wheel, and every library it links resolves."""
+    """The stub for this Python version is there, and every library it links resolves."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    what = f"stub for Python {version}"
     try:
-        bundle = find_bundle()
+        bundle = _install()
     except PyTritonError as exc:
-        return Finding(Status.FAIL, f"stub for Python {version}", str(exc))
-    detail = f"{bundle.stub} ({_WHEEL} {metadata.version(_WHEEL)})"
+        return Finding(Status.FAIL, what, str(exc))
+    if bundle.stub is None:
+        shipped = shipped_stub_versions(bundle)
+        offer = f"it ships stubs for Python {', '.join(shipped)}" if shipped else "it has no stub for this Python"
+        return Finding(
+            Status.WARN,
+            what,
+            f"{bundle.source}: {offer}; bound models are served, hand-written Python-backend models are refused",
+        )
+    detail = f"{bundle.stub} ({bundle.source})"
     ldd = shutil.which("ldd")
     if ldd is None:
-        return Finding(Status.OK, f"stub for Python {version}", detail + "; ldd not found, links not checked")
+        return Finding(Status.OK, what, detail + "; ldd not found, links not checked")
     env = bundle.server_environment(os.environ)
     completed = subprocess.run([ldd, str(bundle.stub)], capture_output=True, text=True, env=env, check=False)
     missing = re.findall(r"^\s*(\S+) => not found", completed.stdout, re.MULTILINE)
     if missing:
-        return Finding(Status.FAIL, f"stub for Python {version}", f"{detail}: cannot find {', '.join(missing)}")
+        return Finding(Status.FAIL, what, f"{detail}: cannot find {', '.join(missing)}")
     found = re.search(r"^\s*(libpython\S+) => (\S+)", completed.stdout, re.MULTILINE)
     expected = os.path.realpath(os.path.join(sysconfig.get_config_var("LIBDIR") or "", found[1])) if found else None
     if found and os.path.realpath(found[2]) != expected:
-        return Finding(
-            Status.FAIL,
-            f"stub for Python {version}",
-            f"{detail}: it would load {found[2]}, not this interpreter's {expected}",
-        )
-    return Finding(Status.OK, f"stub for Python {version}", detail + (f"; loads {found[2]}" if found else ""))
+        return Finding(Status.FAIL, what, f"{detail}: it would load {found[2]}, not this interpreter's {expected}")
+    return Finding(Status.OK, what, detail + (f"; loads {found[2]}" if found else ""))
 
 
 def _numpy() -> Finding:
     if int(np.__version__.split(".")[0]) >= 2:
         return Finding(
-            Status.WARN,
+            Status.OK,
             "numpy",
-            f"{np.__version__}: the bundled stub was measured to send empty outputs with numpy 2; use numpy<2",
+            f"{np.__version__}; hand-written Python-backend models need numpy<2 (Triton's stub is built for"
+            " numpy 1) and are refused here: bound models are not concerned (docs/troubleshooting.md)",
         )
     return Finding(Status.OK, "numpy", np.__version__)
 
 
 def _glibc() -> Finding:
-    """tritonserver is built for the glibc its wheel's tag names (manylinux_2_35: glibc 2.35 or newer)."""
+    """The shipped tritonserver is built for the glibc its wheel's tag names (manylinux_2_35: glibc 2.35 or newer)."""
     try:
         found = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError):
         found = ""
-    tags = re.findall(r"manylinux_(\d+)_(\d+)", metadata.distribution(_WHEEL).read_text("WHEEL") or "")
+    try:
+        bundle = _install()
+    except PyTritonError:
+        bundle = None  # the stub's check says why
+    tags = re.findall(r"manylinux_(\d+)_(\d+)", bundle.source) if bundle is not None and bundle.bundled else []
     needed = min((int(major), int(minor)) for major, minor in tags) if tags else None
     match = re.match(r"glibc (\d+)\.(\d+)", found)
     if match is None:

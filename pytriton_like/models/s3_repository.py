@@ -22,6 +22,7 @@ from ..exceptions import PyTritonModelConfigError, PyTritonServerError, PyTriton
 from ..model_config.names import check_model_name
 from ..model_config.parser import CONFIG_FILE_NAME, parse_config_text
 from .folder_names import IGNORED, model_names
+from .python_models import check_stub_numpy
 
 __all__ = ["S3_PREFIX", "S3Location", "S3ModelRepository", "is_s3_url"]
 
@@ -116,7 +117,7 @@ class S3ModelRepository:
 
         Raises:
             PyTritonModelConfigError: the object is missing or broken (the message names the model,
-                the URL and the line).
+                the URL and the line), or the model needs numpy<2 (python_models.py).
         """
         check_model_name(name)
         key = f"{self.location.prefix}{name}/{CONFIG_FILE_NAME}"
@@ -128,7 +129,7 @@ class S3ModelRepository:
             raise PyTritonModelConfigError(
                 f"model {name!r}: cannot read {url}: {_reason(exc)}", model_name=name, path=url
             ) from None
-        parse_config_text(name, text, url)
+        check_stub_numpy(name, parse_config_text(name, text, url), url)
 
     def fingerprint(self, name: str) -> Tuple[Tuple[str, int, str], ...]:
         """What the objects of model ``name`` look like now: (key in the model, size, ETag) of each."""

@@ -8,6 +8,7 @@ from ..exceptions import PyTritonValidationError
 from ..model_config.names import check_model_name
 from ..model_config.parser import parse_config_file
 from .folder_names import IGNORED, model_names
+from .python_models import check_stub_numpy
 
 __all__ = ["ModelRepository", "Fingerprint", "open_repository", "repository_location"]
 
@@ -42,13 +43,15 @@ class ModelRepository:
         return name in self.names()
 
     def check(self, name: str) -> None:
-        """Parse ``name``'s config.pbtxt as Triton will.
+        """Parse ``name``'s config.pbtxt as Triton will, and refuse a Python-backend model its stub
+        would run wrongly (numpy 2: python_models.py).
 
         Raises:
             PyTritonModelConfigError: the file is missing or broken (the message names the model,
-                the file and the line).
+                the file and the line), or the model needs numpy<2.
         """
-        parse_config_file(self.path / check_model_name(name))
+        folder = self.path / check_model_name(name)
+        check_stub_numpy(name, parse_config_file(folder), folder / "config.pbtxt")
 
     def fingerprint(self, name: str) -> Fingerprint:
         """What the files of model ``name`` look like now; it changes when any of them changes."""

@@ -1,38 +1,69 @@
-"""Where the tritonserver that ships in the nvidia-pytriton wheel keeps its files.
+"""Where a tritonserver keeps its files: the one pytriton_like ships, or a Triton install the user names.
 
-Only files are used from that wheel; its ``pytriton`` Python package is never imported.
+The shipped server is laid out inside the package (``pytriton_like/tritonserver``) when the package
+is built, from NVIDIA's ``nvidia-pytriton`` wheel (setup.py); that wheel is not installed and its
+``pytriton`` package is never imported. Both are laid out as NVIDIA's containers lay out
+``/opt/tritonserver``::
+
+    bin/tritonserver
+    lib/                     the server's shared libraries (libtritonserver...)
+    backends/python/         libtriton_python.so, triton_python_backend_utils.py (and, in a
+                             container, the triton_python_backend_stub of its Python)
+    backends/<other>/        other backends (a container's onnxruntime, pytorch...)
+    caches/local/            the response cache
+    python_backend_stubs/<X.Y>/triton_python_backend_stub   (the shipped server only: one per Python)
 """
 
 import dataclasses
 import os
 import pathlib
+import re
 import sys
 import sysconfig
-from importlib import metadata
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional, Union
 
 from ..exceptions import PyTritonServerError
 
-__all__ = ["TritonBundle", "find_bundle"]
+__all__ = ["TritonBundle", "find_bundle", "find_install", "stub_python", "shipped_stub_versions", "BUNDLED_HOME", "HOME_VARIABLE"]
 
-_DISTRIBUTION = "nvidia-pytriton"
+BUNDLED_HOME = pathlib.Path(__file__).resolve().parents[1] / "tritonserver"
+# TritonConfig.triton_home from the environment (config.py's prefix and the field's name).
+HOME_VARIABLE = "PYTRITON_TRITON_CONFIG_TRITON_HOME"
+_SOURCE_FILE = "SOURCE"  # written by setup.py: the name of the wheel the shipped server came from
+_STUB = "triton_python_backend_stub"
 
 
 @dataclasses.dataclass(frozen=True)
 class TritonBundle:
-    """Paths of the bundled server for the running interpreter."""
+    """Paths of a Triton install for the running interpreter.
 
+    Attributes:
+        home: the install's folder (``/opt/tritonserver`` in NVIDIA's containers).
+        binary: ``bin/tritonserver``.
+        libraries: ``lib/``, the server's shared libraries.
+        python_backend: ``backends/python`` (libtriton_python.so, triton_python_backend_utils.py).
+        stub: the Python-backend stub built for this interpreter's Python version, or None when
+            the install has none (bound models do not need it; hand-written Python models do).
+        caches: ``caches/``, the response cache implementations.
+        bundled: whether this is the server shipped with pytriton_like.
+        source: where the server came from, for messages (``nvidia_pytriton-0.7.0-....whl`` or the folder).
+    """
+
+    home: pathlib.Path
     binary: pathlib.Path
-    python_backend: pathlib.Path  # libtriton_python.so and triton_python_backend_utils.py
-    stub: pathlib.Path  # triton_python_backend_stub built for this Python version
+    libraries: pathlib.Path
+    python_backend: pathlib.Path
+    stub: Optional[pathlib.Path]
     caches: pathlib.Path
-    libraries: pathlib.Path  # the wheel's shared libraries (nvidia_pytriton.libs)
+    bundled: bool
+    source: str
 
     def library_path(self) -> List[str]:
-        """Folders for LD_LIBRARY_PATH: this interpreter's libpython first, then the wheel's libraries.
+        """Folders for LD_LIBRARY_PATH: this interpreter's libpython first, then the server's libraries.
 
         The stub links ``libpython3.X.so.1.0``; without this the loader may find another
-        interpreter's (e.g. the distribution's) and the stub fails to start.
+        interpreter's (e.g. the distribution's) and the stub fails to start. The backends copied
+        into the workspace find the server's libraries through the second.
         """
         return [sysconfig.get_config_var("LIBDIR") or "", str(self.libraries)]
 
@@ -50,34 +81,77 @@ class TritonBundle:
         env["PATH"] = _prepend([os.path.dirname(sys.executable)], env.get("PATH", ""))
         return env
 
+    def other_backends(self) -> List[pathlib.Path]:
+        """The install's backends other than Python's (a container's onnxruntime, pytorch...), sorted."""
+        folder = self.home / "backends"
+        if not folder.is_dir():
+            return []
+        return sorted(path for path in folder.iterdir() if path.is_dir() and path.name != "python")
+
 
 def _prepend(first: List[str], path: str) -> str:
     return os.pathsep.join([*first, *filter(None, path.split(os.pathsep))])
 
 
+def _python_version() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
 def find_bundle() -> TritonBundle:
-    """Locate the bundled server; raise PyTritonServerError saying what is missing."""
-    try:
-        distribution = metadata.distribution(_DISTRIBUTION)
-    except metadata.PackageNotFoundError:
+    """The server shipped with pytriton_like; raise PyTritonServerError saying what is missing."""
+    return find_install(None)
+
+
+def find_install(home: Union[str, pathlib.Path, None]) -> TritonBundle:
+    """The Triton install at ``home`` (a folder laid out as ``/opt/tritonserver``), or the shipped one for None.
+
+    Raises:
+        PyTritonServerError: the folder is not a Triton install (the message names what is missing).
+    """
+    bundled = home is None
+    root = BUNDLED_HOME if bundled else pathlib.Path(home).expanduser().resolve()
+    what = "the tritonserver shipped with pytriton_like" if bundled else f"the Triton install at {root}"
+    if bundled and not root.is_dir():
         raise PyTritonServerError(
-            f"the {_DISTRIBUTION} package (which ships tritonserver) is not installed: pip install {_DISTRIBUTION}"
-        ) from None
-    root = pathlib.Path(distribution.locate_file("pytriton")) / "tritonserver"
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    bundle = TritonBundle(
-        binary=root / "bin" / "tritonserver",
-        python_backend=root / "backends" / "python",
-        stub=root / "python_backend_stubs" / version / "triton_python_backend_stub",
-        caches=root / "caches",
-        libraries=pathlib.Path(distribution.locate_file("nvidia_pytriton.libs")),
-    )
-    for path in (bundle.binary, bundle.python_backend, bundle.libraries):
-        if not path.exists():
-            raise PyTritonServerError(f"{_DISTRIBUTION} is installed but {path} is missing; reinstall it")
-    if not bundle.stub.exists():
-        shipped = sorted(p.name for p in (root / "python_backend_stubs").iterdir())
-        raise PyTritonServerError(
-            f"{_DISTRIBUTION} ships Python-backend stubs for Python {', '.join(shipped)}, not for {version}"
+            f"{what} is missing ({root}): this copy of pytriton_like was installed without it;"
+            " reinstall it with pip (the build lays it out from NVIDIA's nvidia-pytriton wheel)"
         )
-    return bundle
+    source_file = root / _SOURCE_FILE
+    source = source_file.read_text().strip() if bundled and source_file.is_file() else str(root)
+    bundled_stub = root / "python_backend_stubs" / _python_version() / _STUB
+    backend_stub = root / "backends" / "python" / _STUB
+    stub = bundled_stub if bundled_stub.is_file() else None
+    if stub is None and backend_stub.is_file() and stub_python(backend_stub) == _python_version():
+        stub = backend_stub  # a container's, built for its Python: usable when it is this one
+    install = TritonBundle(
+        home=root,
+        binary=root / "bin" / "tritonserver",
+        libraries=root / "lib",
+        python_backend=root / "backends" / "python",
+        stub=stub,
+        caches=root / "caches",
+        bundled=bundled,
+        source=source,
+    )
+    missing = [path for path in (install.binary, install.libraries) if not path.exists()]
+    if missing:
+        hint = "reinstall pytriton_like" if bundled else (
+            "TritonConfig.triton_home (or PYTRITON_TRITON_CONFIG_TRITON_HOME) names a folder laid out as"
+            " NVIDIA's containers lay out /opt/tritonserver: bin/tritonserver, lib/, backends/"
+        )
+        raise PyTritonServerError(f"{what} has no {', '.join(str(path) for path in missing)}; {hint}")
+    return install
+
+
+def stub_python(stub: pathlib.Path) -> Optional[str]:
+    """The Python version (``"3.12"``) whose libpython the stub ``stub`` links, or None if none is named."""
+    found = re.search(rb"libpython(3\.\d+)\.so", stub.read_bytes())
+    return found[1].decode() if found else None
+
+
+def shipped_stub_versions(install: TritonBundle) -> List[str]:
+    """The Python versions the install ships a stub for (``python_backend_stubs/<X.Y>``), sorted."""
+    folder = install.home / "python_backend_stubs"
+    if not folder.is_dir():
+        return []
+    return sorted((path.name for path in folder.iterdir()), key=lambda v: tuple(int(p) for p in v.split(".")))

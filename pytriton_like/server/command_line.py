@@ -14,6 +14,7 @@ _NOT_FLAGS = {
     "model_repository",
     "log_file",
     "cache_directory",
+    "triton_home",  # which tritonserver runs, not an option of it
     "shm_limit_bytes",
     "relay_spin_us",
     "relay_in_flight",

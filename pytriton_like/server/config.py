@@ -71,7 +71,7 @@ class TritonConfig:
             ``AIP_PREDICT_ROUTE`` and ``AIP_HEALTH_ROUTE``). See docs/lifecycle_policy.md.
         trace_config: trace settings (``<setting>=<value>``, repeated).
         cache_config: response cache settings, e.g. ``["local,size=1048576"]``.
-        cache_directory: folder of cache implementations (default: the bundled one).
+        cache_directory: folder of cache implementations (default: the Triton install's ``caches``).
         buffer_manager_thread_count: threads that copy tensors.
         shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
             uses per model instance and direction; a request or response needing more fails with
@@ -110,6 +110,13 @@ class TritonConfig:
             requests finish). Default 5; 0 stops at once. SIGINT and ``stop()`` do not drain;
             a second signal cuts the drain short. Needs ``strict_readiness`` (Triton's default).
             See docs/deployment.md.
+        triton_home: pytriton_like's own setting: the Triton install that serves, a folder laid out
+            as ``/opt/tritonserver`` in NVIDIA's containers (``bin/tritonserver``, ``lib/``,
+            ``backends/``); default: the tritonserver shipped with pytriton_like. Its backends are
+            used from where they are (nothing is written into the install) and the relay's backend
+            is loaded next to them; a server whose backend API the relay does not support fails to
+            start with both versions named. From the environment:
+            ``PYTRITON_TRITON_CONFIG_TRITON_HOME=/opt/tritonserver`` (docs/deployment.md).
     """
 
     model_repository: Optional[Union[pathlib.Path, str]] = None
@@ -170,6 +177,7 @@ class TritonConfig:
     load_model: Optional[List[str]] = None
     extra_args: Optional[Union[List[str], Dict[str, Any]]] = None
     drain_secs: Optional[float] = None
+    triton_home: Optional[pathlib.Path] = None  # last: PyTriton's fields keep their positions
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:

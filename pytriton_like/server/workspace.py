@@ -26,8 +26,10 @@ class Workspace:
 
         model_repository/     one folder per bound model
         backends/pytriton_like/  the relay's backend (libtriton_pytriton_like.so), for bound models
-        backends/python/      the bundled Python backend with the stub for this interpreter, for
-                              hand-written models of a model repository (backend: "python")
+        backends/python/      the install's Python backend with the stub for this interpreter, for
+                              hand-written models of a model repository (backend: "python"),
+                              when the install has a stub for this Python
+        backends/<other>/     links to the install's other backends (a container's onnxruntime...)
         sockets/              the relay's ipc sockets
         triton.log            the server's output (unless TritonConfig.log_file says otherwise)
     """
@@ -44,18 +46,24 @@ class Workspace:
         self.log_file = self.path / "triton.log"
         relay_backend = library_path()
         # Owner-only folders: what is inside (models, relay settings, sockets) is nobody else's business.
-        for folder in (self.model_repository, self.sockets, self.backends, self.backends / "python",
-                       self.backends / BACKEND_NAME):
+        for folder in (self.model_repository, self.sockets, self.backends, self.backends / BACKEND_NAME):
             folder.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
             folder.chmod(PRIVATE_MODE)
         shutil.copy2(relay_backend, self.backends / BACKEND_NAME / relay_backend.name)
-        python_backend = self.backends / "python"
-        for source in (
-            bundle.python_backend / "libtriton_python.so",
-            bundle.python_backend / "triton_python_backend_utils.py",
-            bundle.stub,
-        ):
-            shutil.copy2(source, python_backend / source.name)
+        if bundle.stub is not None:
+            # The stub must sit next to libtriton_python.so: a folder of ours, whatever the install
+            # (the shipped server keeps one stub per Python elsewhere; a container's is read-only).
+            # Every file of the install's Python backend (libtriton_python.so,
+            # triton_python_backend_utils.py, whatever a newer release adds), then the stub chosen.
+            python_backend = self.backends / "python"
+            shutil.copytree(bundle.python_backend, python_backend, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            python_backend.chmod(PRIVATE_MODE)
+            shutil.copy2(bundle.stub, python_backend / bundle.stub.name)
+        for backend in bundle.other_backends():
+            if backend.name != BACKEND_NAME:
+                # a container's onnxruntime, pytorch...: used where it is, never written to
+                (self.backends / backend.name).symlink_to(backend, target_is_directory=True)
         logger.debug("workspace at %s", self.path)
 
     def close(self) -> None:

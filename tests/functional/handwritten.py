@@ -4,8 +4,15 @@ import pathlib
 import textwrap
 
 import numpy as np
+import pytest
 
 from pytriton_like.model_config import Tensor
+
+# pytriton_like refuses Python-backend models with numpy 2 in the stub's environment (Triton's stub
+# is built for numpy 1: pytriton_like/models/python_models.py); `make test` runs these tests again
+# in its numpy 1 environment (.venv-numpy1).
+NUMPY2 = int(np.__version__.split(".")[0]) >= 2
+needs_numpy1 = pytest.mark.skipif(NUMPY2, reason="serves hand-written Python-backend models: numpy<2 (make test-numpy1)")
 
 FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]

@@ -4,6 +4,8 @@ import pathlib
 import subprocess
 import sys
 
+from .handwritten import needs_numpy1
+
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -90,6 +92,7 @@ def test_stateful_running_sums_over_http_and_grpc():
     assert output.count("was served by instance(s) [0]\n") + output.count("was served by instance(s) [1]\n") == 6
 
 
+@needs_numpy1
 def test_model_repository_serves_a_hand_written_model_and_two_versions():
     output = run_example(EXAMPLES / "run.py", "model_repository")
     assert output.count("Square version default: y = [1.0, 4.0, 9.0]") == 2
@@ -124,6 +127,7 @@ def test_shared_memory_client():
     assert "server stopped (exit code 0)" in output
 
 
+@needs_numpy1
 def test_s3_repository_served_from_a_stand_in_s3_server():
     output = run_example(EXAMPLES / "run.py", "s3_repository")
     assert output.count("] Square from S3: y = [1.0, 4.0, 9.0]") == 2

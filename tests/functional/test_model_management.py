@@ -15,7 +15,9 @@ from pytriton_like.runner import TritonRunner
 from pytriton_like.triton import Triton
 
 from .conftest import checked_for_leaks, free_config, url_of, wait_for
-from .handwritten import FLOAT_IN, FLOAT_OUT, multiply, write_ensemble, write_model
+from .handwritten import FLOAT_IN, FLOAT_OUT, multiply, needs_numpy1, write_ensemble, write_model
+
+pytestmark = needs_numpy1  # every test serves the hand-written models of the module's repository
 
 X = np.array([1.0, 2.0], dtype=np.float32)
 

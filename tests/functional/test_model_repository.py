@@ -10,7 +10,7 @@ from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonMode
 from pytriton_like.triton import Triton, TritonConfig
 
 from .conftest import free_config, url_of, wait_for
-from .handwritten import FLOAT_IN, FLOAT_OUT, multiply, write_model
+from .handwritten import FLOAT_IN, FLOAT_OUT, NUMPY2, multiply, needs_numpy1, write_model
 
 X = np.array([1.0, 2.0], dtype=np.float32)
 _WAIT_S = 60
@@ -26,6 +26,7 @@ def wait_until(condition, what):
     assert wait_for(condition, _WAIT_S), f"not {what} within {_WAIT_S} s"
 
 
+@needs_numpy1
 def test_none_mode_loads_every_repository_model_and_stop_cleans_an_unloaded_model(tmp_path):
     write_model(tmp_path, "Scale", factor=10)
     write_model(tmp_path, "Tenfold", factor=10, version=3)
@@ -40,6 +41,7 @@ def test_none_mode_loads_every_repository_model_and_stop_cleans_an_unloaded_mode
     assert not list(tmp_path.glob("*/*/relay.json"))  # nothing of ours was written into the user's repository
 
 
+@needs_numpy1
 def test_the_config_model_repository_is_served_too_and_the_constructor_wins(tmp_path):
     write_model(tmp_path / "from_config", "A", factor=1)
     write_model(tmp_path / "given", "B", factor=2)
@@ -50,6 +52,7 @@ def test_the_config_model_repository_is_served_too_and_the_constructor_wins(tmp_
         assert [entry["name"] for entry in triton.get_model_repository_index()] == ["B"]
 
 
+@needs_numpy1
 def test_poll_mode_loads_added_and_changed_models_and_unloads_removed_ones(tmp_path, caplog):
     caplog.set_level("INFO", logger="pytriton_like.models.poller")
     repository = tmp_path / "repository"
@@ -87,6 +90,7 @@ def test_a_broken_config_at_start_names_model_file_and_line(tmp_path):
     assert str(error).startswith(f"model 'Broken': {error.path}, line 2, column ")
 
 
+@needs_numpy1
 def test_name_clashes_and_unknown_startup_models_are_refused_before_start(tmp_path):
     write_model(tmp_path, "Mul", factor=1)
     with Triton(config=free_config(), model_repository=tmp_path) as triton:
@@ -98,3 +102,24 @@ def test_name_clashes_and_unknown_startup_models_are_refused_before_start(tmp_pa
             pass
     with pytest.raises(PyTritonValidationError, match="is not a folder"):
         Triton(model_repository=tmp_path / "missing")
+
+
+@pytest.mark.skipif(not NUMPY2, reason="the refusal is for numpy 2 in the stub's environment")
+def test_a_python_backend_model_is_refused_with_numpy_2_saying_why_and_what_to_do(tmp_path):
+    # Served, its outputs would reach the client empty (Triton's stub is built for numpy 1).
+    write_model(tmp_path, "Scale", factor=10)
+    with pytest.raises(PyTritonModelConfigError) as raised:
+        with Triton(config=free_config(), model_repository=tmp_path):  # the server starts here
+            pass
+    error = raised.value
+    assert (error.model_name, error.path) == ("Scale", tmp_path / "Scale" / "config.pbtxt")
+    assert f"with numpy {np.__version__}" in str(error)
+    assert "install numpy<2 in this environment" in str(error) and "Triton.bind" in str(error)
+    # loaded at run time (explicit mode): refused the same way, the server and bound models go on
+    config = free_config(model_control_mode="explicit")
+    with Triton(config=config, model_repository=tmp_path) as triton:
+        triton.bind("Mul", multiply(2), FLOAT_IN, FLOAT_OUT)
+        triton.run()
+        with pytest.raises(PyTritonModelConfigError, match=r"model 'Scale' .* stub is built for numpy 1"):
+            triton.load_model("Scale")
+        assert infer(config, "Mul") == [2.0, 4.0]

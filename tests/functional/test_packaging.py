@@ -1,5 +1,5 @@
 """The built wheel: what a `pip install` user gets (typing marker, the command, the native code
-built for this machine, no stray dependencies)."""
+built for this machine, NVIDIA's tritonserver laid out as a Triton install, no stray dependencies)."""
 
 import pathlib
 import re
@@ -20,7 +20,8 @@ def test_the_wheel_ships_py_typed_the_command_and_the_native_code(tmp_path):
     for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     built = ("*.so", "reaper_wait", "fuzz_wire", "__pycache__")  # the wheel must build its own
-    shutil.copytree(ROOT / "pytriton_like", source / "pytriton_like", ignore=shutil.ignore_patterns(*built))
+    server = ("tritonserver",)  # and lay out its own server
+    shutil.copytree(ROOT / "pytriton_like", source / "pytriton_like", ignore=shutil.ignore_patterns(*built, *server))
     shutil.copytree(ROOT / "native", source / "native", ignore=shutil.ignore_patterns(*built))
     completed = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path / "dist"), str(source)],
@@ -30,6 +31,8 @@ def test_the_wheel_ships_py_typed_the_command_and_the_native_code(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     (wheel,) = (tmp_path / "dist").glob("pytriton_like-*.whl")
+    # one wheel for every Python: no Python extension inside, a stub per Python version
+    assert wheel.name.startswith("pytriton_like-0.1.0-py3-none-linux_"), wheel.name
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
@@ -43,7 +46,19 @@ def test_the_wheel_ships_py_typed_the_command_and_the_native_code(tmp_path):
     for native in ("relay/libtriton_pytriton_like.so", "relay/libpytriton_like_hide_token.so", "server/reaper_wait"):
         assert f"pytriton_like/{native}" in names
     assert modes["pytriton_like/server/reaper_wait"] & 0o111  # a program: pip installs it executable
+    server = "pytriton_like/tritonserver/"
+    assert modes[server + "bin/tritonserver"] & 0o111
+    assert any(name.startswith(server + "lib/libtritonserver") for name in names)
+    assert server + "backends/python/libtriton_python.so" in names
+    assert server + "caches/local/libtritoncache_local.so" in names
+    for version in ("3.9", "3.10", "3.11", "3.12", "3.13"):
+        assert modes[f"{server}python_backend_stubs/{version}/triton_python_backend_stub"] & 0o111
+    assert not [name for name in names if name.startswith(server) and name.endswith("__init__.py")]
     assert "pytriton_like = pytriton_like.cli:main" in scripts
-    assert {"numpy", "nvidia-pytriton", "tritonclient", "wrapt"} <= requires
+    assert {"numpy", "tritonclient", "wrapt"} <= requires
+    # the server is in the wheel: NVIDIA's wheel, and its numpy<2 pin, are no dependency
+    assert "nvidia-pytriton" not in requires
+    (numpy,) = [requirement for requirement in requirements if requirement.startswith("numpy")]
+    assert "<" not in numpy, numpy
     assert not requires & {"sh", "typing-extensions", "typing_extensions"}  # declared once, never imported
     assert (pathlib.Path(pytriton_like.__file__).parent / "py.typed").exists()

@@ -13,7 +13,7 @@ from pytriton_like.model_config import ModelConfig
 from pytriton_like.triton import Triton, TritonConfig
 
 from .conftest import free_config, free_port, port_listening, url_of, wait_for
-from .handwritten import CONFIG_PBTXT, FLOAT_IN, FLOAT_OUT, INSTANCES, MODEL_PY
+from .handwritten import CONFIG_PBTXT, FLOAT_IN, FLOAT_OUT, INSTANCES, MODEL_PY, needs_numpy1
 
 BUCKET = "models"
 
@@ -71,6 +71,7 @@ def infer(config, model: str, protocol: str = "http"):
         return client.infer_batch(np.ones((1, 2), np.float32))["y"].tolist()
 
 
+@needs_numpy1
 @pytest.mark.parametrize("form", ["", "http://"])
 def test_models_served_from_s3_next_to_bound_ones(s3, form):
     s3.put_model("Triple", 3.0)
@@ -87,6 +88,7 @@ def test_models_served_from_s3_next_to_bound_ones(s3, form):
         assert {"Triple", "Half", "Double"} <= names
 
 
+@needs_numpy1
 def test_repository_from_the_environment_and_explicit_mode(s3, monkeypatch):
     s3.put_model("Triple", 3.0, path="a/b")
     s3.put_model("Half", 0.5, path="a/b")
@@ -99,6 +101,7 @@ def test_repository_from_the_environment_and_explicit_mode(s3, monkeypatch):
         assert infer(config, "Half") == [[0.5, 0.5]]
 
 
+@needs_numpy1
 def test_poll_mode_picks_up_models_added_changed_and_removed(s3):
     s3.put_model("Triple", 3.0)
     config = free_config(model_control_mode="poll", repository_poll_secs=0.3)

@@ -52,7 +52,11 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-MODULES: Dict[str, pathlib.Path] = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+# pytriton_like/tritonserver is the server's tree laid out at build time (setup.py), Triton's files, not ours.
+SERVER_TREE = PACKAGE / "tritonserver"
+MODULES: Dict[str, pathlib.Path] = {
+    _module_name(path): path for path in PACKAGE.rglob("*.py") if SERVER_TREE not in path.parents
+}
 
 
 def _imports(name: str) -> Set[str]:

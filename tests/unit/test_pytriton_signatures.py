@@ -3,6 +3,8 @@ compatible signature.
 
 PyTriton's side is read from the installed ``nvidia-pytriton`` wheel in a subprocess (``inspect``
 over ``pytriton``), so ``pytriton`` is never imported into this process or into pytriton_like.
+That wheel pins numpy<2: `make test` installs it in its numpy 1 environment (.venv-numpy1) and
+runs this module there; elsewhere it is skipped.
 A name counts when the module defines it (or, for a package, re-exports it in its
 ``__init__``), does not start with ``_`` and is not a logger. Compatible means: every PyTriton
 parameter exists here under its name, with its default, and can be passed the same way (a
@@ -10,12 +12,17 @@ positional one at the same position); parameters of ours beyond PyTriton's have 
 Deliberate differences are listed below with the reason, and in docs/moving_from_pytriton.md.
 """
 
+import importlib.util
 import json
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+if importlib.util.find_spec("pytriton") is None:
+    pytest.skip("NVIDIA's nvidia-pytriton is not installed here (make test runs this in .venv-numpy1)",
+                allow_module_level=True)
 
 MODULES = [
     "triton",

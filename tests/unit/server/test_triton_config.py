@@ -395,10 +395,11 @@ def test_argv_every_flag_is_a_tritonserver_option():
     )
     unset = [f.name for f in dataclasses.fields(TritonConfig) if getattr(every_field, f.name) is None]
     # Not tritonserver flags: served repositories, where the log goes, the relay's own limit and
-    # spin, and the control mode pytriton_like runs over the user's repository (the server stays explicit).
+    # spin, the control mode pytriton_like runs over the user's repository (the server stays explicit),
+    # and which Triton install runs.
     assert unset == [
         "model_repository", "log_file", "shm_limit_bytes", "relay_spin_us", "relay_in_flight", "model_control_mode",
-        "repository_poll_secs", "load_model", "extra_args", "drain_secs",
+        "repository_poll_secs", "load_model", "extra_args", "drain_secs", "triton_home",
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS

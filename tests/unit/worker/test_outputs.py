@@ -38,3 +38,22 @@ def test_a_stream_may_leave_outputs_out(caplog):
     with caplog.at_level(logging.WARNING):
         assert list(checker.check({"add": ROWS}, 2, None)) == ["add"]
     assert caplog.records == []
+
+
+NUMPY2 = int(np.__version__.split(".")[0]) >= 2
+
+
+def test_an_output_widened_by_a_numpy_scalar_is_cast_back_without_strict_and_named_with_it():
+    # numpy 2 (NEP 50): a float64 scalar widens a float32 array; numpy 1 kept float32. Both pass
+    # without strict (the same_kind cast back); with strict, numpy 2's float64 is named.
+    widened = ROWS * np.float64(2)
+    assert widened.dtype == (np.float64 if NUMPY2 else np.float32)
+    loose = OutputChecker(OUTPUTS, batching=True, strict=False, model_name="AddSub")
+    checked = loose.check({"add": widened, "sub": ROWS}, 2, None)
+    assert np.asarray(checked["add"]).dtype == np.float32 and np.asarray(checked["add"]).tolist() == (ROWS * 2).tolist()
+    strict = OutputChecker(OUTPUTS, batching=True, strict=True, model_name="AddSub")
+    if NUMPY2:
+        with pytest.raises(OutputError, match=r"^output 'add' has dtype float64, expected float32"):
+            strict.check({"add": widened, "sub": ROWS}, 2, None)
+    else:
+        strict.check({"add": widened, "sub": ROWS}, 2, None)
