@@ -120,7 +120,7 @@ bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 # each worker adds with fork and spawn (bench/workers.py, docs/workers.md).
 .PHONY: bench-workers
 bench-workers: $(BENCH_STAMP) $(PERF_ANALYZER)
-	$(BIN)/python bench/workers.py
+	$(VENV_NUMPY1)/bin/python bench/workers.py
 
 # One 1 GiB request in and out over HTTP and gRPC: the serving processes' peak memory and whether
 # the relay's arenas shrink back after it (bench/big_tensor.py, docs/performance.md).
