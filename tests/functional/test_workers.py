@@ -61,7 +61,7 @@ class WhoAmI:
 def countdown(requests):
     """Streams x, x-1, ..., 1 for each request."""
     for request in requests:
-        for value in range(int(request["x"][0]), 0, -1):
+        for value in range(int(request["x"].reshape(-1)[0]), 0, -1):
             yield [{"y": np.array([[value]], F32)}]
 
 
