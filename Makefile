@@ -17,7 +17,11 @@ $(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 demo: $(STAMP)
 	$(BIN)/python examples/run.py add_sub
 
+# curl: the OpenAI endpoint's raw event stream is checked with `curl -N` (tests/functional/test_openai.py).
+NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get update && apt-get install -y curl)
+
 test: $(STAMP)
+	@$(NEED_CURL)
 	$(BIN)/python -m pytest
 
 # 60 s of 32 clients against a real server (tests/soak); results in tests/soak/results/latest.json.
