@@ -127,31 +127,59 @@ class Routes:
 
     async def _stream(self, request: web.Request, reply: Reply, pieces: AsyncIterator, include_usage: bool):
         first = await pieces.__anext__()  # an error now is answered with its status code
-        response = web.StreamResponse(headers=_SSE_HEADERS)
-        await response.prepare(request)
-        if reply.chat:
-            await response.write(b"".join(reply.first_chunk(choice) for choice in reply.choices))
-        item: Optional[Tuple[Choice, object]] = first
+        # A reader task takes the pieces as they come; each write sends every piece that arrived
+        # since the last one: one send per piece when the endpoint keeps up, fewer when it is busy.
+        arrived: asyncio.Queue = asyncio.Queue()
+        arrived.put_nowait(first)
+
+        async def read() -> None:
+            try:
+                async for item in pieces:
+                    arrived.put_nowait(item)
+                arrived.put_nowait(_END)
+            except APIError as error:
+                arrived.put_nowait(error)
+
+        reader = asyncio.ensure_future(read())
         try:
-            while item is not None:
-                choice, piece = item
-                if piece is _END:
-                    await response.write(reply.last_chunk(choice))
-                else:
-                    choice.add(piece)
-                    if piece.text:
-                        await response.write(reply.piece_chunk(choice, piece))
-                item = await pieces.__anext__()
-        except StopAsyncIteration:
-            pass
-        except APIError as error:
-            await response.write(event(error.body()))
+            response = web.StreamResponse(headers=_SSE_HEADERS)
+            await response.prepare(request)
+            events = [reply.first_chunk(choice) for choice in reply.choices] if reply.chat else []
+            while True:
+                items = [await arrived.get()]
+                while not arrived.empty():
+                    items.append(arrived.get_nowait())
+                ended = self._events(reply, items, events, include_usage)
+                await response.write(b"".join(events))
+                events.clear()
+                if ended:
+                    break
+            await response.write_eof()
             return response
-        if include_usage:
-            await response.write(reply.usage_chunk())
-        await response.write(DONE_EVENT)
-        await response.write_eof()
-        return response
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
+    @staticmethod
+    def _events(reply: Reply, items: list, events: List[bytes], include_usage: bool) -> bool:
+        """Add the events of ``items`` to ``events``; whether the stream ended."""
+        for item in items:
+            if item is _END:
+                if include_usage:
+                    events.append(reply.usage_chunk())
+                events.append(DONE_EVENT)
+                return True
+            if isinstance(item, APIError):
+                events.append(event(item.body()))
+                return True
+            choice, piece = item
+            if piece is _END:
+                events.append(reply.last_chunk(choice))
+            else:
+                choice.add(piece)
+                if piece.text:
+                    events.append(reply.piece_chunk(choice, piece))
+        return False
 
     async def _pieces(self, model: OpenAIModel, choices: List[Choice], priority: Optional[int]) -> AsyncIterator:
         """``(choice, piece)`` as the models give them, ``(choice, _END)`` when a choice ended.
