@@ -127,10 +127,17 @@ class Routes:
 
     async def _stream(self, request: web.Request, reply: Reply, pieces: AsyncIterator, include_usage: bool):
         first = await pieces.__anext__()  # an error now is answered with its status code
-        # A reader task takes the pieces as they come; each write sends every piece that arrived
-        # since the last one: one send per piece when the endpoint keeps up, fewer when it is busy.
+        response = web.StreamResponse(headers=_SSE_HEADERS)
+        await response.prepare(request)
+        events = [reply.first_chunk(choice) for choice in reply.choices] if reply.chat else []
+        if self._events(reply, [first], events, include_usage):
+            await response.write(b"".join(events))
+            await response.write_eof()
+            return response
+        await response.write(b"".join(events))  # the first token, with the headers and the role
+        # Then a reader task takes the pieces as they come, and each write sends every piece that
+        # arrived since the last one: one send per piece when the endpoint keeps up, fewer when busy.
         arrived: asyncio.Queue = asyncio.Queue()
-        arrived.put_nowait(first)
 
         async def read() -> None:
             try:
@@ -142,16 +149,13 @@ class Routes:
 
         reader = asyncio.ensure_future(read())
         try:
-            response = web.StreamResponse(headers=_SSE_HEADERS)
-            await response.prepare(request)
-            events = [reply.first_chunk(choice) for choice in reply.choices] if reply.chat else []
             while True:
                 items = [await arrived.get()]
                 while not arrived.empty():
                     items.append(arrived.get_nowait())
+                events = []
                 ended = self._events(reply, items, events, include_usage)
                 await response.write(b"".join(events))
-                events.clear()
                 if ended:
                     break
             await response.write_eof()

@@ -71,7 +71,8 @@ class GenerationRequest:
 
     def to_json(self) -> bytes:
         """The request as it travels to the model (internal)."""
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":")).encode()
+        fields = {field: getattr(self, field) for field in _REQUEST_FIELDS}  # not asdict(): no deep copies
+        return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> "GenerationRequest":
@@ -81,6 +82,9 @@ class GenerationRequest:
             fields["messages"] = tuple(fields["messages"])
         fields["stop"] = tuple(fields.get("stop") or ())
         return cls(**fields)
+
+
+_REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
 
 
 @dataclasses.dataclass(frozen=True)
