@@ -47,7 +47,6 @@ def free_ports(count):
 
 def serve(args) -> None:
     """The server process: the streaming model and the OpenAI endpoint, until SIGINT."""
-    from pytriton_like.model_config import DynamicBatcher, ModelConfig
     from pytriton_like.openai import bind_chat_model
     from pytriton_like.triton import Triton, TritonConfig
 
@@ -69,7 +68,7 @@ def serve(args) -> None:
                           openai_port=openai_port, openai_address="127.0.0.1")
     with Triton(config=config) as triton:
         function = generate_async if args.callable == "async" else generate
-        bind_chat_model(triton, MODEL, function, config=ModelConfig(max_batch_size=16, batcher=DynamicBatcher()))
+        bind_chat_model(triton, MODEL, function)  # the default: each request a batch of its own
         triton.serve()
 
 

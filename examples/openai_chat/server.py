@@ -15,7 +15,7 @@ import logging
 
 import numpy as np
 
-from pytriton_like.model_config import DynamicBatcher, ModelConfig
+from pytriton_like.model_config import ModelConfig
 from pytriton_like.openai import GenerationRequest, Piece, bind_chat_model, bind_embedding_model
 from pytriton_like.triton import Triton, TritonConfig
 
@@ -67,8 +67,8 @@ def main():
         metrics_port=args.metrics_port,
     )
     with Triton(config=config) as triton:
-        # a streaming model: requests arriving together form one batch, each its own stream
-        bind_chat_model(triton, "tiny-chat", tiny_chat, config=ModelConfig(max_batch_size=16, batcher=DynamicBatcher()))
+        # a streaming model; by default each request is a batch of its own, and the batches stream concurrently
+        bind_chat_model(triton, "tiny-chat", tiny_chat)
         bind_embedding_model(triton, "tiny-embed", tiny_embed, config=ModelConfig(max_batch_size=64))
         logger.info("serving tiny-chat and tiny-embed; stop with Ctrl-C")
         triton.serve()

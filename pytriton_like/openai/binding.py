@@ -6,6 +6,7 @@ encodes what it gives. Everything else of ``bind()`` applies (batching, queue po
 instances, metrics).
 """
 
+import asyncio
 import inspect
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -17,8 +18,11 @@ from .contract import EMBEDDING_OUTPUT, PIECE_OUTPUT, REQUEST_INPUT, TEXT_INPUT,
 
 __all__ = ["bind_chat_model", "bind_embedding_model"]
 
-# A text model's default: requests that arrive together are run as one batch, each still its own stream.
-_DEFAULT_TEXT_BATCH = 16
+# A text model's callable takes one request at a time, so by default each request is a batch of its
+# own: a streaming model's batches stream concurrently (the worker runs each as a task), and
+# Triton's dynamic batcher still applies its queue policy and priorities. An embedding callable
+# takes every text of a batch at once.
+_DEFAULT_TEXT_BATCH = 1
 _DEFAULT_EMBEDDING_BATCH = 64
 
 
@@ -42,8 +46,11 @@ def bind_chat_model(
             served streaming; a plain (or ``async``) function returns the whole answer (``str`` or
             :class:`Piece`). Either serves requests with and without ``stream: true``.
         streaming: whether ``infer_func`` streams; by default, whether it is a generator function.
-        config: Triton's scheduling options (default: dynamic batching of up to 16 requests).
-            ``decoupled`` is set from ``streaming``.
+        config: Triton's scheduling options (default: ``ModelConfig(max_batch_size=1)`` with a
+            dynamic batcher: each request a batch of its own, so that streams run concurrently,
+            with Triton's queue policy and priorities). ``decoupled`` is set from ``streaming``.
+            With a larger ``max_batch_size``, the requests of a batch are asked for their next
+            piece in turn (a sync generator's steps run one after another).
         model_version: the model's version.
 
     Raises:
@@ -173,15 +180,16 @@ def _stream(func: Callable) -> Callable:
 def _async_stream(func: Callable) -> Callable:
     async def stream(requests: Sequence) -> Any:
         generators = [func(_decode(request)) for request in requests]
-        running = set(range(len(generators)))
+        running = list(range(len(generators)))
         try:
             while running:
+                # the running generators' next pieces, awaited together
+                pieces = await asyncio.gather(*(_next_piece(generators[index]) for index in running))
                 responses: List[dict] = [{} for _ in generators]
-                for index in sorted(running):
-                    try:
-                        responses[index] = _piece_response(await generators[index].__anext__())
-                    except StopAsyncIteration:
-                        running.discard(index)
+                for index, piece in zip(running, pieces):
+                    if piece is not _ENDED:
+                        responses[index] = _piece_response(piece)
+                running = [index for index, piece in zip(running, pieces) if piece is not _ENDED]
                 if running:
                     yield responses
         finally:
@@ -189,6 +197,16 @@ def _async_stream(func: Callable) -> Callable:
                 await generator.aclose()
 
     return stream
+
+
+_ENDED = object()
+
+
+async def _next_piece(generator) -> Any:
+    try:
+        return await generator.__anext__()
+    except StopAsyncIteration:
+        return _ENDED
 
 
 def _answer(func: Callable) -> Callable:
