@@ -154,7 +154,8 @@ async def measure(path, ports, requests_c1, seconds):
         async def loop(client):
             nonlocal tokens
             while time.perf_counter() < deadline:
-                tokens += (await once(client))[1]
+                _, pieces = await once(client)
+                tokens += pieces  # after the await: `tokens += await ...` would read tokens before it
 
         started = time.perf_counter()
         await asyncio.gather(*(loop(client) for client in clients))
