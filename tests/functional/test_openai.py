@@ -98,6 +98,8 @@ def server():
     with checked_for_leaks(), Triton(config=config) as triton:
         bind_chat_model(triton, "tiny-chat", tiny_chat)
         bind_chat_model(triton, "async-chat", async_chat)
+        bind_chat_model(triton, "async-batched", async_chat, config=ModelConfig(
+            max_batch_size=4, batcher=DynamicBatcher(max_queue_delay_microseconds=20_000)))
         bind_chat_model(triton, "plain-chat", plain_chat)
         bind_chat_model(triton, "echo-params", echo_params)
         bind_chat_model(triton, "slow-chat", SLOW)
@@ -136,7 +138,7 @@ def ask(text):
 def test_lists_the_bound_models(client):
     names = [model.id for model in client.models.list()]
     assert names == sorted(["tiny-chat", "async-chat", "plain-chat", "slow-chat", "failing", "fail-midway", "busy",
-                            "prioritised", "tiny-embed", "echo-params"])
+                            "prioritised", "tiny-embed", "echo-params", "async-batched"])
     assert client.models.retrieve("tiny-chat").owned_by == "pytriton_like"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("nope")
@@ -232,11 +234,17 @@ def test_async_client_streams_and_answers(base_url):
             text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream])
             several = await asyncio.gather(*(
                 client.chat.completions.create(model="tiny-chat", messages=ask(f"q{i}")) for i in range(8)))
+            # requests that the batcher puts in one batch still stream each its own answer
+            batched = await asyncio.gather(*(
+                client.chat.completions.create(model="async-batched", messages=ask(" ".join(["w"] * i)))
+                for i in (1, 9, 3, 5)))  # answers of different lengths
             models = [model.id async for model in client.models.list()]
             vectors = await client.embeddings.create(model="tiny-embed", input="a b")
-            return whole, text, several, models, vectors
+            return whole, text, several, models, vectors, batched
 
-    whole, text, several, models, vectors = asyncio.run(main())
+    whole, text, several, models, vectors, batched = asyncio.run(main())
+    assert [a.choices[0].message.content for a in batched] == [
+        f"You said: {' '.join(['w'] * i)} (choice 0) " for i in (1, 9, 3, 5)]
     assert whole.choices[0].message.content == "You said: async (choice 0) " == text
     assert [a.choices[0].message.content for a in several] == [f"You said: q{i} (choice 0)" for i in range(8)]
     assert "async-chat" in models and vectors.data[0].embedding == [3.0, 1.0, 1.5]
