@@ -3,8 +3,11 @@
 import asyncio
 import json
 import logging
+import pathlib
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -17,7 +20,7 @@ from pytriton_like.model_config import DynamicBatcher, ModelConfig, QueuePolicy,
 from pytriton_like.openai import Piece, bind_chat_model, bind_embedding_model
 from pytriton_like.triton import Triton, TritonConfig
 
-from .conftest import checked_for_leaks, free_config, free_port, port_listening, wait_for
+from .conftest import checked_for_leaks, free_config, free_port, free_ports, port_listening, wait_for
 
 API_KEY = "sk-test-key"
 SECRET = "/srv/secret/weights.bin"  # in a callable's exception: must not reach the client
@@ -442,3 +445,59 @@ def test_off_by_default():
     with Triton(config=free_config()) as triton:
         bind_chat_model(triton, "tiny-chat", tiny_chat)
         assert openai_threads() == before
+
+
+def test_stop_ends_the_open_streams_and_leaves_nothing():
+    config = free_config(allow_openai=True, openai_port=free_port(), openai_address="127.0.0.1")
+    before = openai_threads()
+    slow = Slow()
+    triton = Triton(config=config)
+    try:
+        bind_chat_model(triton, "slow-chat", slow)
+        triton.run()
+        with openai.OpenAI(base_url=f"http://127.0.0.1:{config.openai_port}/v1", api_key="x", max_retries=0) as client:
+            stream = client.chat.completions.create(model="slow-chat", messages=ask("x"), stream=True)
+            next(stream)
+            stopper = threading.Thread(target=triton.stop)
+            stopper.start()
+            with pytest.raises(openai.APIError):
+                list(stream)  # cut short: the endpoint closed the connection
+            stopper.join(60)
+            assert not stopper.is_alive()
+    finally:
+        triton.stop()
+    assert slow.closed.is_set() and slow.asked < SLOW_PIECES
+    assert not port_listening(config.openai_port) and openai_threads() == before
+
+
+EXAMPLE_SERVER = pathlib.Path(__file__).resolve().parents[2] / "examples" / "openai_chat" / "server.py"
+
+
+def status(url: str, body=None) -> int:
+    request = urllib.request.Request(url, data=body and json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+def test_health_reports_not_ready_while_draining_and_requests_are_still_served():
+    openai_port, http, grpc, metrics = free_ports(4)
+    server = subprocess.Popen(
+        [sys.executable, str(EXAMPLE_SERVER), "--openai-port", str(openai_port), "--openai-address", "127.0.0.1",
+         "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    health, chat = f"http://127.0.0.1:{openai_port}/health", f"http://127.0.0.1:{openai_port}/v1/chat/completions"
+    body = {"model": "tiny-chat", "messages": ask("x")}
+    try:
+        assert wait_for(lambda: status(health) == 200, timeout_s=120)
+        server.send_signal(signal.SIGTERM)  # serve() drains for TritonConfig.drain_secs (5 s)
+        assert wait_for(lambda: status(health) == 503, timeout_s=4)
+        assert status(chat, body) == 200
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(60) == 0
