@@ -151,6 +151,7 @@ class Routes:
         try:
             while True:
                 items = [await arrived.get()]
+                await asyncio.sleep(0)  # let the pieces already received join this write
                 while not arrived.empty():
                     items.append(arrived.get_nowait())
                 events = []
