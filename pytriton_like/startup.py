@@ -178,7 +178,7 @@ class ServerRun:
 
     def _start_openai(self) -> None:
         """Start the OpenAI endpoint (docs/openai.md); say so when it is open beyond loopback without a key."""
-        from .openai.server import OpenAIServer, is_loopback  # noqa: PLC0415 - aiohttp and grpc only when used
+        from .openai.server import OpenAIServer, is_loopback  # noqa: PLC0415 - only when used
 
         config = self._config
         host = config.openai_address or "0.0.0.0"
@@ -188,7 +188,7 @@ class ServerRun:
             grpc_target=f"{connect_host(config.grpc_address)}:{config.ports['gRPC']}",
             access_token=self._security.access_token,
             api_key=config.openai_api_key,
-            catalog=self.openai_models,
+            models=self.openai_models(),
         )
         if not config.openai_api_key and not is_loopback(host):
             logger.warning(
@@ -229,6 +229,8 @@ class ServerRun:
             self._forget(model)
             raise
         self.ready.append(("model", model.name, model.version))
+        if self._openai is not None:
+            self._openai.update(self.openai_models())
         self.say_ready("model", model.name, model.version)
 
     def _forget(self, model: Model) -> None:

@@ -23,6 +23,8 @@ __all__ = [
     "ModelKind",
     "OpenAIModel",
     "catalog",
+    "catalog_to_json",
+    "catalog_from_json",
     "count_tokens",
     "REQUEST_INPUT",
     "PIECE_OUTPUT",
@@ -179,3 +181,19 @@ def catalog(configs: Iterable[Any]) -> Dict[str, OpenAIModel]:
         batch = config.max_batch_size if config.batching else 0
         found[config.model_name] = OpenAIModel(config.model_name, kind, bool(config.decoupled), batch)
     return found
+
+
+def catalog_to_json(models: Dict[str, OpenAIModel]) -> list:
+    """The models as JSON values (for the endpoint's process)."""
+    return [
+        {"name": m.name, "kind": m.kind.value, "streaming": m.streaming, "max_batch_size": m.max_batch_size}
+        for m in models.values()
+    ]
+
+
+def catalog_from_json(items: list) -> Dict[str, OpenAIModel]:
+    """The models :func:`catalog_to_json` wrote, by name."""
+    return {
+        item["name"]: OpenAIModel(item["name"], ModelKind(item["kind"]), item["streaming"], item["max_batch_size"])
+        for item in items
+    }

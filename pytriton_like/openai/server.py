@@ -1,47 +1,49 @@
-"""``OpenAIServer``: the OpenAI endpoint's HTTP server, on a thread and event loop of its own.
+"""``OpenAIServer``: starts, updates and stops the OpenAI endpoint's process (:mod:`.service`).
 
 ``Triton.run()`` starts it once tritonserver and the bound models are ready (when
-``TritonConfig(allow_openai=True)``); ``stop()`` closes it first — no new request is accepted,
-the streams still open are cancelled — before the models are unloaded. Nothing of it remains:
-its port is closed and its thread joined.
+``TritonConfig(allow_openai=True)``) and tells it the models as they are bound; ``stop()`` closes
+it first — no new request is accepted, the streams still open are cancelled — before the models
+are unloaded. Nothing of it remains: its process exits when its stdin closes, which happens
+when this process closes it or dies (even by SIGKILL), and its port closes with it.
 """
 
-import asyncio
 import ipaddress
+import json
 import logging
+import os
+import select
+import subprocess
+import sys
 import threading
-from typing import Callable, Dict, Optional
-
-from aiohttp import web
+import time
+from typing import Dict, Optional
 
 from ..exceptions import PyTritonServerError
-from .app import Routes
-from .contract import OpenAIModel
-from .upstream import Upstream
+from .contract import OpenAIModel, catalog_to_json
 
-__all__ = ["OpenAIServer", "is_loopback"]
+__all__ = ["OpenAIServer", "is_loopback", "SERVICE_MODULE", "SHUTDOWN_GRACE_S"]
 
 logger = logging.getLogger(__name__)
 
+SERVICE_MODULE = "pytriton_like.openai.service"
+# How long a stop waits for the endpoint's requests in progress before it cancels them.
+SHUTDOWN_GRACE_S = 2.0
 _START_TIMEOUT_S = 30
 _STOP_TIMEOUT_S = 10
-# How long a stop waits for the requests in progress before it cancels them.
-_SHUTDOWN_GRACE_S = 2.0
-_MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
 class OpenAIServer:
-    """Serves the OpenAI endpoint until :meth:`close`.
+    """The OpenAI endpoint's process, serving until :meth:`close`.
 
     Args:
         host, port: where it listens.
         grpc_target: ``host:port`` of tritonserver's gRPC endpoint.
         access_token: Triton's access token (sent with every inference call), or None.
         api_key: the key clients must send (``Authorization: Bearer``), or None.
-        catalog: the models it serves now, by name.
+        models: the models it serves at first, by name (:meth:`update` changes them).
 
     Raises:
-        PyTritonServerError: it could not listen (the port is taken...).
+        PyTritonServerError: it could not start or listen (the port is taken...).
     """
 
     def __init__(
@@ -52,28 +54,32 @@ class OpenAIServer:
         grpc_target: str,
         access_token: Optional[str],
         api_key: Optional[str],
-        catalog: Callable[[], Dict[str, OpenAIModel]],
+        models: Dict[str, OpenAIModel],
     ):
         self.host = host
         self.port = port
-        self._loop = asyncio.new_event_loop()
-        self._runner: Optional[web.AppRunner] = None
-        self._upstream: Optional[Upstream] = None
-        self._stopped: Optional[asyncio.Event] = None
-        self._started = threading.Event()
-        self._failure: Optional[BaseException] = None
-        self._thread = threading.Thread(
-            target=self._run, args=(grpc_target, access_token, api_key, catalog), name="pytriton_like-openai", daemon=True
+        self._lock = threading.Lock()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", SERVICE_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=os.environ.copy(),
         )
-        self._thread.start()
-        if not self._started.wait(_START_TIMEOUT_S):
-            raise PyTritonServerError(f"the OpenAI endpoint did not start within {_START_TIMEOUT_S} s")
-        if self._failure is not None:
-            self._thread.join(_STOP_TIMEOUT_S)
+        settings = {"host": host, "port": port, "grpc_target": grpc_target, "access_token": access_token, "api_key": api_key}
+        try:
+            self._send(json.dumps(settings).encode() + b"\n" + _models_line(models))
+            answer = self._answer()
+        except BaseException:
+            self.close()
+            raise
+        if answer.get("ready") is not True:
+            self.close()
             raise PyTritonServerError(
-                f"cannot start the OpenAI endpoint on {host}:{port}: {self._failure}; choose another port with"
-                " TritonConfig(openai_port=...)"
-            ) from self._failure
+                f"cannot start the OpenAI endpoint on {host}:{port}: {answer.get('error', answer)}; choose another port"
+                " with TritonConfig(openai_port=...)"
+            )
+
+    @property
+    def pid(self) -> int:
+        """The endpoint process's id."""
+        return self._process.pid
 
     def __enter__(self) -> "OpenAIServer":
         return self
@@ -81,48 +87,54 @@ class OpenAIServer:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
+    def update(self, models: Dict[str, OpenAIModel]) -> None:
+        """Serve ``models`` from now on (the bound models changed)."""
+        try:
+            self._send(_models_line(models))
+        except OSError as exc:
+            logger.warning("cannot tell the OpenAI endpoint the models (it exited?): %s", exc)
+
     def close(self) -> None:
-        """Stop listening, cancel what is still running, close the channel to Triton, join the thread."""
-        if self._thread.is_alive() and self._stopped is not None:
-            self._loop.call_soon_threadsafe(self._stopped.set)
-            self._thread.join(_STOP_TIMEOUT_S + _SHUTDOWN_GRACE_S)
-            if self._thread.is_alive():
-                logger.warning("the OpenAI endpoint's thread did not stop within %s s", _STOP_TIMEOUT_S)
-
-    def _run(self, grpc_target, access_token, api_key, catalog) -> None:
-        asyncio.set_event_loop(self._loop)
+        """Close its stdin, so that it stops (open streams are cancelled after a 2 s grace); wait for it."""
+        with self._lock:
+            if self._process.stdin and not self._process.stdin.closed:
+                try:
+                    self._process.stdin.close()
+                except OSError:
+                    pass
         try:
-            self._loop.run_until_complete(self._serve(grpc_target, access_token, api_key, catalog))
-        finally:
-            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-            self._loop.close()
+            self._process.wait(_STOP_TIMEOUT_S + SHUTDOWN_GRACE_S)
+        except subprocess.TimeoutExpired:
+            logger.warning("the OpenAI endpoint did not stop within %s s; killing it", _STOP_TIMEOUT_S)
+            self._process.kill()
+            self._process.wait()
+        if self._process.stdout:
+            self._process.stdout.close()
 
-    async def _serve(self, grpc_target, access_token, api_key, catalog) -> None:
-        self._stopped = asyncio.Event()
-        try:
-            self._upstream = Upstream(grpc_target, access_token)
-            routes = Routes(self._upstream, catalog, api_key)
-            # handler_cancellation: a client that goes away cancels its handler, hence its requests to Triton
-            self._runner = web.AppRunner(
-                routes.application(_MAX_BODY_BYTES), handler_cancellation=True, access_log=None,
-                shutdown_timeout=_SHUTDOWN_GRACE_S,
-            )
-            await self._runner.setup()
-            await web.TCPSite(self._runner, self.host, self.port, reuse_address=True).start()
-        except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
-            self._failure = exc
-            await self._cleanup()
-            self._started.set()
-            return
-        self._started.set()
-        await self._stopped.wait()
-        await self._cleanup()
+    def _send(self, data: bytes) -> None:
+        with self._lock:
+            self._process.stdin.write(data)
+            self._process.stdin.flush()
 
-    async def _cleanup(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._upstream is not None:
-            await self._upstream.close()
+    def _answer(self) -> dict:
+        """The process's first line, waited for up to the start timeout."""
+        stdout = self._process.stdout
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PyTritonServerError(f"the OpenAI endpoint did not start within {_START_TIMEOUT_S} s")
+            ready, _, _ = select.select([stdout], [], [], remaining)
+            if ready:
+                line = stdout.readline()
+                if not line:
+                    code = self._process.wait()
+                    raise PyTritonServerError(f"the OpenAI endpoint exited with code {code} while starting (see stderr)")
+                return json.loads(line)
+
+
+def _models_line(models: Dict[str, OpenAIModel]) -> bytes:
+    return json.dumps({"models": catalog_to_json(models)}).encode() + b"\n"
 
 
 def is_loopback(host: str) -> bool:

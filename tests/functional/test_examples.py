@@ -4,9 +4,9 @@ import pathlib
 import signal
 import subprocess
 import sys
-import urllib.request
 
-from .conftest import free_ports, wait_for
+from .conftest import free_ports
+from .processes import Serving
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
@@ -176,22 +176,18 @@ def test_tracing_prints_the_request_span_and_its_children():
 def test_openai_chat_served_to_the_openai_client_with_an_api_key():
     openai_port, http_port, grpc_port, metrics_port = free_ports(4)
     folder = EXAMPLES / "openai_chat"
-    server = subprocess.Popen(
-        [sys.executable, str(folder / "server.py"), "--openai-port", str(openai_port), "--http-port", str(http_port),
-         "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port), "--api-key", "sk-example"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    try:
-        assert wait_for(lambda: healthy(f"http://127.0.0.1:{openai_port}/health"), timeout_s=120)
-        output = run_example(folder / "client.py", "--url", f"http://127.0.0.1:{openai_port}/v1", "--api-key", "sk-example")
+    url = f"http://127.0.0.1:{openai_port}/v1"
+    with Serving([sys.executable, str(folder / "server.py"), "--openai-port", str(openai_port), "--http-port",
+                  str(http_port), "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port),
+                  "--api-key", "sk-example"]) as server:
+        server.wait_for("serving; press CTRL+C to stop")
+        output = run_example(folder / "client.py", "--url", url, "--api-key", "sk-example")
         refused = subprocess.run(
-            [sys.executable, str(folder / "client.py"), "--url", f"http://127.0.0.1:{openai_port}/v1", "--api-key", "wrong"],
+            [sys.executable, str(folder / "client.py"), "--url", url, "--api-key", "wrong"],
             capture_output=True, text=True, timeout=120, check=False,
         )
-    finally:
-        server.send_signal(signal.SIGINT)
-        log, _ = server.communicate(timeout=60)
-    assert server.returncode == 0, log
+        assert server.stop(signal.SIGINT) == 0
+    log = server.output
     assert f"OpenAI on http://127.0.0.1:{openai_port}/v1 (listening on all interfaces)" in log
     assert "] models: tiny-chat, tiny-embed\n" in output
     assert "] answer: You asked about 'dragons'; a tiny model can only repeat it.\n" in output
@@ -205,10 +201,3 @@ def test_openai_chat_served_to_the_openai_client_with_an_api_key():
     assert "] async, 4 at once: [\"You asked about 'q0'; a tiny model can only repeat it.\"" in output
     assert refused.returncode != 0 and "AuthenticationError" in refused.stderr
 
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False

@@ -14,13 +14,16 @@ import urllib.request
 
 import numpy as np
 import openai
+import psutil
 import pytest
 
 from pytriton_like.model_config import DynamicBatcher, ModelConfig, QueuePolicy, TimeoutAction
 from pytriton_like.openai import Piece, bind_chat_model, bind_embedding_model
+from pytriton_like.openai.server import SERVICE_MODULE
 from pytriton_like.triton import Triton, TritonConfig
 
 from .conftest import checked_for_leaks, free_config, free_port, free_ports, port_listening, wait_for
+from .processes import Serving
 
 API_KEY = "sk-test-key"
 SECRET = "/srv/secret/weights.bin"  # in a callable's exception: must not reach the client
@@ -117,7 +120,6 @@ def server():
         triton.run()
         yield config
     assert not port_listening(config.openai_port)
-    assert not openai_threads()
 
 
 @pytest.fixture
@@ -423,13 +425,14 @@ def test_curl_sees_server_sent_events_ending_with_done(base_url):
 # -- start and stop --------------------------------------------------------------------------------
 
 
-def openai_threads() -> set:
-    return {thread for thread in threading.enumerate() if thread.name == "pytriton_like-openai"}
+def endpoint_processes() -> set:
+    """The OpenAI endpoint processes this process started."""
+    return {child.pid for child in psutil.Process().children() if SERVICE_MODULE in child.cmdline()}
 
 
 def test_without_a_key_beyond_loopback_it_says_so_and_stop_leaves_nothing(caplog):
     config = free_config(allow_openai=True, openai_port=free_port())
-    before = openai_threads()
+    before = endpoint_processes()
     with caplog.at_level(logging.WARNING, logger="pytriton_like.startup"):
         with Triton(config=config) as triton:
             bind_chat_model(triton, "tiny-chat", tiny_chat)
@@ -437,19 +440,19 @@ def test_without_a_key_beyond_loopback_it_says_so_and_stop_leaves_nothing(caplog
                 assert client.chat.completions.create(model="tiny-chat", messages=ask("x")).choices
     assert any("listens on 0.0.0.0" in r.message and "without an API key" in r.message for r in caplog.records)
     assert not port_listening(config.openai_port)
-    assert openai_threads() == before
+    assert endpoint_processes() == before
 
 
 def test_off_by_default():
-    before = openai_threads()
+    before = endpoint_processes()
     with Triton(config=free_config()) as triton:
         bind_chat_model(triton, "tiny-chat", tiny_chat)
-        assert openai_threads() == before
+        assert endpoint_processes() == before
 
 
 def test_stop_ends_the_open_streams_and_leaves_nothing():
     config = free_config(allow_openai=True, openai_port=free_port(), openai_address="127.0.0.1")
-    before = openai_threads()
+    before = endpoint_processes()
     slow = Slow()
     triton = Triton(config=config)
     try:
@@ -467,7 +470,7 @@ def test_stop_ends_the_open_streams_and_leaves_nothing():
     finally:
         triton.stop()
     assert slow.closed.is_set() and slow.asked < SLOW_PIECES
-    assert not port_listening(config.openai_port) and openai_threads() == before
+    assert not port_listening(config.openai_port) and endpoint_processes() == before
 
 
 EXAMPLE_SERVER = pathlib.Path(__file__).resolve().parents[2] / "examples" / "openai_chat" / "server.py"
@@ -484,20 +487,30 @@ def status(url: str, body=None) -> int:
         return 0
 
 
+def example_server(openai_port, http, grpc, metrics) -> Serving:
+    return Serving([
+        sys.executable, str(EXAMPLE_SERVER), "--openai-port", str(openai_port), "--openai-address", "127.0.0.1",
+        "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)])
+
+
 def test_health_reports_not_ready_while_draining_and_requests_are_still_served():
     openai_port, http, grpc, metrics = free_ports(4)
-    server = subprocess.Popen(
-        [sys.executable, str(EXAMPLE_SERVER), "--openai-port", str(openai_port), "--openai-address", "127.0.0.1",
-         "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
     health, chat = f"http://127.0.0.1:{openai_port}/health", f"http://127.0.0.1:{openai_port}/v1/chat/completions"
-    body = {"model": "tiny-chat", "messages": ask("x")}
-    try:
-        assert wait_for(lambda: status(health) == 200, timeout_s=120)
-        server.send_signal(signal.SIGTERM)  # serve() drains for TritonConfig.drain_secs (5 s)
+    with example_server(openai_port, http, grpc, metrics) as server:
+        server.wait_for("serving; press CTRL+C to stop")
+        assert status(health) == 200
+        server.process.send_signal(signal.SIGTERM)  # serve() drains for TritonConfig.drain_secs (5 s)
         assert wait_for(lambda: status(health) == 503, timeout_s=4)
-        assert status(chat, body) == 200
-    finally:
-        server.send_signal(signal.SIGINT)
-        assert server.wait(60) == 0
+        assert status(chat, {"model": "tiny-chat", "messages": ask("x")}) == 200
+        assert server.stop(signal.SIGINT) == 0  # a second signal ends the drain
+
+
+def test_the_endpoint_process_exits_with_a_killed_server():
+    openai_port, http, grpc, metrics = free_ports(4)
+    with example_server(openai_port, http, grpc, metrics) as server:
+        server.wait_for("serving; press CTRL+C to stop")
+        (endpoint,) = [c for c in psutil.Process(server.process.pid).children() if SERVICE_MODULE in c.cmdline()]
+        server.stop(signal.SIGKILL)
+    # its stdin closed with the killed process: it stops by itself (tritonserver's reaper stops the rest)
+    assert wait_for(lambda: not endpoint.is_running() or endpoint.status() == psutil.STATUS_ZOMBIE, timeout_s=20)
+    assert wait_for(lambda: not port_listening(openai_port), timeout_s=10)
