@@ -113,9 +113,9 @@ class TritonConfig:
         allow_openai / openai_address / openai_port / openai_api_key: pytriton_like's own
             OpenAI-compatible HTTP endpoint (``/v1/models``, ``/v1/chat/completions``,
             ``/v1/completions``, ``/v1/embeddings``), off by default; ``allow_openai=True`` serves
-            it on port 9000 of every interface (``openai_address`` to choose). Requests go through
-            tritonserver's gRPC endpoint to models bound with :mod:`pytriton_like.openai`'s
-            helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
+            it on port 9000 of every interface (``openai_address`` to choose), from a process of its
+            own. Requests go through tritonserver's gRPC endpoint to models bound with
+            :mod:`pytriton_like.openai`'s helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
             without one, an endpoint beyond loopback says so at start. See docs/openai.md.
     """
 

@@ -110,7 +110,7 @@ def test_importing_the_clients_loads_no_transport_until_one_is_used():
 
 
 def test_binding_openai_models_loads_no_http_server_nor_grpc():
-    # aiohttp and grpc are loaded when a Triton starts the endpoint (startup.py), not to bind models.
+    # aiohttp and grpc are loaded by the endpoint's own process (openai/service.py), not by the serving one.
     loaded = modules_loaded_by("pytriton_like.openai, pytriton_like.triton", ["aiohttp", "grpc"])
     assert loaded == "[]"
 
