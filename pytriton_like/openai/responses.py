@@ -17,6 +17,8 @@ from .contract import GenerationRequest, Piece, count_tokens
 __all__ = ["Choice", "Reply", "event", "DONE_EVENT", "embeddings_body"]
 
 DONE_EVENT = b"data: [DONE]\n\n"
+_PLACEHOLDER = "\x00"  # stands for a piece's text in the event made once per choice
+_PLACEHOLDER_JSON = b'"\\u0000"'
 
 
 def event(data: Dict[str, Any]) -> bytes:
@@ -80,6 +82,7 @@ class Reply:
         self.choices = [Choice(request) for request in requests]
         for index, choice in enumerate(self.choices):
             choice.index = index
+        self._piece_halves: Dict[int, List[bytes]] = {}
 
     def usage(self) -> Dict[str, int]:
         # the prompt counts once per prompt, whatever n is
@@ -108,9 +111,14 @@ class Reply:
         return self._chunk(choice, {"role": "assistant", "content": ""}, None)
 
     def piece_chunk(self, choice: Choice, piece: Piece) -> bytes:
-        """The event of one piece."""
-        delta = {"content": piece.text} if self.chat else piece.text
-        return self._chunk(choice, delta, None)
+        """The event of one piece (the choice's event made once, with the text put in its place)."""
+        halves = self._piece_halves.get(choice.index)
+        if halves is None:
+            delta = {"content": _PLACEHOLDER} if self.chat else _PLACEHOLDER
+            halves = self._piece_halves[choice.index] = self._chunk(choice, delta, None).split(_PLACEHOLDER_JSON)
+        if len(halves) != 2:  # the placeholder appears elsewhere too (in the model's name): the slow way
+            return self._chunk(choice, {"content": piece.text} if self.chat else piece.text, None)
+        return halves[0] + json.dumps(piece.text).encode() + halves[1]
 
     def last_chunk(self, choice: Choice) -> bytes:
         """The event that ends a choice, with its finish reason."""

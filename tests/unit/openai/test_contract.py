@@ -78,3 +78,14 @@ def test_triton_errors_as_openai_errors(message, status, code):
     error = from_triton("m", message)
     assert (error.status, error.code) == (status, code)
     assert "/secret/path" not in json.dumps(error.body())
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_piece_events_carry_any_text(chat):
+    request = GenerationRequest(model="m\x00odd", messages=({"role": "user", "content": "x"},)) if chat else \
+        GenerationRequest(model="m", prompt="x")
+    reply = Reply(chat, request.model, [request])
+    for text in ['a "quoted" \\ word', "é\n\x00\u2028", ""]:
+        data = json.loads(reply.piece_chunk(reply.choices[0], Piece(text))[len(b"data: "):])
+        assert (data["choices"][0]["delta"]["content"] if chat else data["choices"][0]["text"]) == text
+        assert data["model"] == request.model and data["id"] == reply.id
