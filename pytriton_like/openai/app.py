@@ -12,7 +12,7 @@ import hmac
 import json
 import logging
 import time
-from typing import AsyncIterator, Callable, Dict, List, Optional, Tuple
+from typing import AsyncIterator, Callable, Dict, List, Optional
 
 from aiohttp import web
 

@@ -2,101 +2,23 @@
 
 import asyncio
 import json
-import logging
-import pathlib
 import shutil
-import signal
 import subprocess
-import sys
-import threading
 import time
 import urllib.request
 
-import numpy as np
 import openai
-import psutil
 import pytest
 
 from pytriton_like.model_config import DynamicBatcher, ModelConfig, QueuePolicy, TimeoutAction
-from pytriton_like.openai import Piece, bind_chat_model, bind_embedding_model
-from pytriton_like.openai.server import SERVICE_MODULE
-from pytriton_like.triton import Triton, TritonConfig
+from pytriton_like.openai import bind_chat_model, bind_embedding_model
+from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config, free_port, free_ports, port_listening, wait_for
-from .processes import Serving
-
-API_KEY = "sk-test-key"
-SECRET = "/srv/secret/weights.bin"  # in a callable's exception: must not reach the client
-SLOW_PIECES = 200
-
-
-def answer_words(request):
-    text = request.messages[-1]["content"] if request.messages is not None else request.prompt
-    return f"You said: {text} (choice {request.choice})".split()
-
-
-def tiny_chat(request):
-    for index, word in enumerate(answer_words(request)):
-        if request.max_tokens is not None and index >= request.max_tokens:
-            return
-        yield word if index == 0 else " " + word
-
-
-async def async_chat(request):
-    for word in answer_words(request):
-        await asyncio.sleep(0)
-        yield word + " "
-
-
-def plain_chat(request):
-    text = " ".join(answer_words(request))
-    return Piece(text, tokens=7, prompt_tokens=3, finish_reason="stop")
-
-
-class Slow:
-    """Streams SLOW_PIECES pieces slowly; records how many were asked for and whether it was closed."""
-
-    def __init__(self):
-        self.asked = 0
-        self.closed = threading.Event()
-
-    def __call__(self, request):
-        try:
-            for index in range(SLOW_PIECES):
-                self.asked += 1
-                time.sleep(0.02)
-                yield f"{index} "
-        finally:
-            self.closed.set()
-
-
-def failing(request):
-    raise ValueError(f"cannot open {SECRET}")
-
-
-def fail_midway(request):
-    yield "one "
-    yield "two "
-    raise RuntimeError(f"lost {SECRET}")
-
-
-def echo_params(request):
-    fields = {name: getattr(request, name) for name in ("max_tokens", "temperature", "top_p", "seed", "n", "choice")}
-    fields.update(messages=list(request.messages), prompt=request.prompt, stop=list(request.stop), extra=dict(request.extra))
-    return json.dumps(fields)
-
-
-def busy(request):
-    time.sleep(1.0)
-    return "done"
-
-
-def embed(texts):
-    return np.array([[len(text), text.count(" "), 1.5] for text in texts], dtype=np.float32)
-
-
-SLOW = Slow()
-
+from .conftest import checked_for_leaks, free_config, free_port, port_listening, wait_for
+from .openai_models import (
+    API_KEY, SECRET, SLOW, SLOW_PIECES, ask, async_chat, busy, echo_params, embed, fail_midway, failing, plain_chat,
+    tiny_chat,
+)
 
 @pytest.fixture(scope="module")
 def server():
@@ -132,9 +54,6 @@ def client(base_url):
     with openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0) as client:
         yield client
 
-
-def ask(text):
-    return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}]
 
 
 # -- models ----------------------------------------------------------------------------------------
@@ -420,97 +339,3 @@ def test_curl_sees_server_sent_events_ending_with_done(base_url):
     chunks = [json.loads(block[len("data: "):]) for block in blocks[:-2]]
     assert all(block.startswith("data: ") for block in blocks[:-1])
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "You said: curl (choice 0)"
-
-
-# -- start and stop --------------------------------------------------------------------------------
-
-
-def endpoint_processes() -> set:
-    """The OpenAI endpoint processes this process started."""
-    return {child.pid for child in psutil.Process().children() if SERVICE_MODULE in child.cmdline()}
-
-
-def test_without_a_key_beyond_loopback_it_says_so_and_stop_leaves_nothing(caplog):
-    config = free_config(allow_openai=True, openai_port=free_port())
-    before = endpoint_processes()
-    with caplog.at_level(logging.WARNING, logger="pytriton_like.startup"):
-        with Triton(config=config) as triton:
-            bind_chat_model(triton, "tiny-chat", tiny_chat)
-            with openai.OpenAI(base_url=f"http://127.0.0.1:{config.openai_port}/v1", api_key="any") as client:
-                assert client.chat.completions.create(model="tiny-chat", messages=ask("x")).choices
-    assert any("listens on 0.0.0.0" in r.message and "without an API key" in r.message for r in caplog.records)
-    assert not port_listening(config.openai_port)
-    assert endpoint_processes() == before
-
-
-def test_off_by_default():
-    before = endpoint_processes()
-    with Triton(config=free_config()) as triton:
-        bind_chat_model(triton, "tiny-chat", tiny_chat)
-        assert endpoint_processes() == before
-
-
-def test_stop_ends_the_open_streams_and_leaves_nothing():
-    config = free_config(allow_openai=True, openai_port=free_port(), openai_address="127.0.0.1")
-    before = endpoint_processes()
-    slow = Slow()
-    triton = Triton(config=config)
-    try:
-        bind_chat_model(triton, "slow-chat", slow)
-        triton.run()
-        with openai.OpenAI(base_url=f"http://127.0.0.1:{config.openai_port}/v1", api_key="x", max_retries=0) as client:
-            stream = client.chat.completions.create(model="slow-chat", messages=ask("x"), stream=True)
-            next(stream)
-            stopper = threading.Thread(target=triton.stop)
-            stopper.start()
-            with pytest.raises(openai.APIError):
-                list(stream)  # cut short: the endpoint closed the connection
-            stopper.join(60)
-            assert not stopper.is_alive()
-    finally:
-        triton.stop()
-    assert slow.closed.is_set() and slow.asked < SLOW_PIECES
-    assert not port_listening(config.openai_port) and endpoint_processes() == before
-
-
-EXAMPLE_SERVER = pathlib.Path(__file__).resolve().parents[2] / "examples" / "openai_chat" / "server.py"
-
-
-def status(url: str, body=None) -> int:
-    request = urllib.request.Request(url, data=body and json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return 0
-
-
-def example_server(openai_port, http, grpc, metrics) -> Serving:
-    return Serving([
-        sys.executable, str(EXAMPLE_SERVER), "--openai-port", str(openai_port), "--openai-address", "127.0.0.1",
-        "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)])
-
-
-def test_health_reports_not_ready_while_draining_and_requests_are_still_served():
-    openai_port, http, grpc, metrics = free_ports(4)
-    health, chat = f"http://127.0.0.1:{openai_port}/health", f"http://127.0.0.1:{openai_port}/v1/chat/completions"
-    with example_server(openai_port, http, grpc, metrics) as server:
-        server.wait_for("serving; press CTRL+C to stop")
-        assert status(health) == 200
-        server.process.send_signal(signal.SIGTERM)  # serve() drains for TritonConfig.drain_secs (5 s)
-        assert wait_for(lambda: status(health) == 503, timeout_s=4)
-        assert status(chat, {"model": "tiny-chat", "messages": ask("x")}) == 200
-        assert server.stop(signal.SIGINT) == 0  # a second signal ends the drain
-
-
-def test_the_endpoint_process_exits_with_a_killed_server():
-    openai_port, http, grpc, metrics = free_ports(4)
-    with example_server(openai_port, http, grpc, metrics) as server:
-        server.wait_for("serving; press CTRL+C to stop")
-        (endpoint,) = [c for c in psutil.Process(server.process.pid).children() if SERVICE_MODULE in c.cmdline()]
-        server.stop(signal.SIGKILL)
-    # its stdin closed with the killed process: it stops by itself (tritonserver's reaper stops the rest)
-    assert wait_for(lambda: not endpoint.is_running() or endpoint.status() == psutil.STATUS_ZOMBIE, timeout_s=20)
-    assert wait_for(lambda: not port_listening(openai_port), timeout_s=10)
