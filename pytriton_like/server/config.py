@@ -197,10 +197,10 @@ class TritonConfig:
             )
         if self.drain_secs is not None and not self.drain_secs >= 0:
             raise PyTritonValidationError(f"TritonConfig: drain_secs must be 0 or more, got {self.drain_secs}")
-        if self.allow_openai and self.allow_grpc is False:
+        if self.allow_openai and (self.allow_grpc is False or self.grpc_use_ssl):
             raise PyTritonValidationError(
-                "TritonConfig: allow_openai needs the gRPC endpoint (the OpenAI endpoint forwards requests over it);"
-                " leave allow_grpc on"
+                "TritonConfig: allow_openai needs the gRPC endpoint without SSL (the OpenAI endpoint forwards requests"
+                " over it, on this machine); leave allow_grpc on and grpc_use_ssl off"
             )
         _check_control_mode(self)
         self.extra_flags()  # refuses what pytriton_like controls, now rather than at run()
