@@ -6,7 +6,7 @@ callables (docs/architecture.md measures why). It speaks with its parent through
 streams, one JSON object per line:
 
 - stdin, first line: ``{"host", "port", "grpc_target", "access_token", "api_key"}`` (secrets travel
-  here, not in its command line or environment, which other users may read);
+  here, not on its command line, which other users may read);
 - stdin, then: ``{"models": [{"name", "kind", "streaming", "max_batch_size"}, ...]}`` whenever the
   bound models change;
 - stdout: ``{"ready": true}`` once it listens, or ``{"error": "..."}`` if it cannot;
