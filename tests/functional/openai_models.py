@@ -70,9 +70,16 @@ def echo_params(request):
     return json.dumps(fields)
 
 
+BUSY_RUNNING = threading.Event()  # set while busy() runs
+
+
 def busy(request):
-    time.sleep(1.0)
-    return "done"
+    BUSY_RUNNING.set()
+    try:
+        time.sleep(1.0)
+        return "done"
+    finally:
+        BUSY_RUNNING.clear()
 
 
 def embed(texts):

@@ -16,7 +16,7 @@ from pytriton_like.triton import Triton
 
 from .conftest import checked_for_leaks, free_config, free_port, port_listening, wait_for
 from .openai_models import (
-    API_KEY, SECRET, SLOW, SLOW_PIECES, ask, async_chat, busy, echo_params, embed, fail_midway, failing, plain_chat,
+    API_KEY, BUSY_RUNNING, SECRET, SLOW, SLOW_PIECES, ask, async_chat, busy, echo_params, embed, fail_midway, failing, plain_chat,
     tiny_chat,
 )
 
@@ -256,14 +256,21 @@ def test_a_failure_midway_ends_the_stream_with_an_error_event(client):
 
 
 def test_a_full_queue_is_429_and_a_queue_timeout_503(base_url):
+    # "busy" runs one request at a time for 1 s; its queue holds one request for at most 0.3 s
     async def main():
         async with openai.AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0) as client:
-            calls = [client.chat.completions.create(model="busy", messages=ask("x")) for _ in range(4)]
-            return await asyncio.gather(*calls, return_exceptions=True)
+            def call():
+                return client.chat.completions.create(model="busy", messages=ask("x"))
+
+            running = asyncio.ensure_future(call())
+            assert await asyncio.get_running_loop().run_in_executor(None, BUSY_RUNNING.wait, 30)
+            # while it runs: the first of these waits in the queue and times out, the others find it full
+            others = await asyncio.gather(*(call() for _ in range(3)), return_exceptions=True)
+            return [await running, *others]
 
     outcomes = asyncio.run(main())
     kinds = sorted(type(outcome).__name__ for outcome in outcomes)
-    assert "RateLimitError" in kinds and "InternalServerError" in kinds and "ChatCompletion" in kinds, outcomes
+    assert kinds == ["ChatCompletion", "InternalServerError", "RateLimitError", "RateLimitError"], outcomes
     limited = next(o for o in outcomes if isinstance(o, openai.RateLimitError))
     timed_out = next(o for o in outcomes if isinstance(o, openai.InternalServerError))
     assert limited.status_code == 429 and limited.code == "queue_full"
