@@ -35,7 +35,11 @@ $(STAMP_NUMPY1): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 demo: $(STAMP)
 	$(BIN)/python examples/run.py add_sub
 
+# curl: the OpenAI endpoint's raw event stream is checked with `curl -N` (tests/functional/test_openai.py).
+NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get update && apt-get install -y curl)
+
 test: $(STAMP) $(STAMP_NUMPY1)
+	@$(NEED_CURL)
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory test-numpy1
 

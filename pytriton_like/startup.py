@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import os
 import pathlib
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
 
 from .access_tokens import write_token
 from .console import Console
@@ -24,6 +24,7 @@ from .models.poller import RepositoryPoller
 from .models.repository import remove_model_entry, write_ensemble_entry
 from .models.s3_repository import is_s3_url
 from .models.user_repository import repository_location
+from .openai.contract import OpenAIModel, catalog
 from .relay.shm import unlink_orphaned_segments
 from .server.bundle import find_install
 from .server.command_line import connect_host, endpoint_urls, local_url, server_argv
@@ -35,6 +36,9 @@ from .server.process import ServerProcess, check_ports_free
 from .server.security import TritonSecurityConfig, check_restriction_overlap, hide_token_environment, restriction_value
 from .server.shutdown import DEFAULT_EXIT_TIMEOUT_S, stop_server
 from .server.workspace import Workspace, remove_orphaned_workspaces
+
+if TYPE_CHECKING:
+    from .openai.server import OpenAIServer
 
 __all__ = ["ServerRun", "no_control", "name_remote_repository", "resolve_options"]
 
@@ -82,6 +86,7 @@ class ServerRun:
         self.server: Optional[ServerProcess] = None
         self.models: Optional[ServerModels] = None  # None without the HTTP endpoint
         self._poller: Optional[RepositoryPoller] = None
+        self._openai: Optional["OpenAIServer"] = None
         self.ready: List[Ready] = []  # for serve()'s lines
 
     def start(self, load_polled: Callable[[str], None], unload_polled: Callable[[str], None]) -> None:
@@ -100,7 +105,10 @@ class ServerRun:
         unlink_orphaned_segments()
         remove_orphaned_workspaces()
         bundle = find_install(config.triton_home)
-        check_ports_free(config.ports, config.http_address or "0.0.0.0")
+        ports = dict(config.ports)
+        if config.openai_endpoint_port() is not None:
+            ports["OpenAI"] = config.openai_endpoint_port()
+        check_ports_free(ports, config.http_address or "0.0.0.0")
         self.workspace = Workspace(bundle, self._workspace_path)
         self.loopback = LoopbackClients(loopback_url(config), access_token=self._security.access_token)
         for model in bindings.models:
@@ -158,6 +166,8 @@ class ServerRun:
             poll_secs = config.repository_poll_secs or DEFAULT_POLL_SECS
             self._poller = RepositoryPoller(repository, poll_secs, load=load_polled, unload=unload_polled, known=known)
             self._poller.start()
+        if config.openai_endpoint_port() is not None:
+            self._start_openai()
         self.ready = expected
         self.say_started()
         if config.log_verbose:
@@ -167,6 +177,31 @@ class ServerRun:
                 "It may affect inference performance.",
                 config.log_verbose,
             )
+
+    def _start_openai(self) -> None:
+        """Start the OpenAI endpoint (docs/openai.md); say so when it is open beyond loopback without a key."""
+        from .openai.server import OpenAIServer, is_loopback  # noqa: PLC0415 - only when used
+
+        config = self._config
+        host = config.openai_address or "0.0.0.0"
+        self._openai = OpenAIServer(
+            host=host,
+            port=config.openai_endpoint_port(),
+            grpc_target=f"{connect_host(config.grpc_address)}:{config.ports['gRPC']}",
+            access_token=self._security.access_token,
+            api_key=config.openai_api_key,
+            models=self.openai_models(),
+        )
+        if not config.openai_api_key and not is_loopback(host):
+            logger.warning(
+                "the OpenAI endpoint listens on %s:%d without an API key: anybody who reaches that port can call"
+                " its models (TritonConfig(openai_api_key=...) requires one; docs/openai.md)",
+                host, self._openai.port,
+            )
+
+    def openai_models(self) -> Dict[str, OpenAIModel]:
+        """The bound models the OpenAI endpoint serves, by name."""
+        return catalog(model.config for model in self._bindings.models)
 
     def setup(self, model: Model) -> None:
         """Start a model version's workers (each binds its socket) and write its repository entry."""
@@ -205,6 +240,8 @@ class ServerRun:
             self._forget(model)
             raise
         self.ready.append(("model", model.name, model.version))
+        if self._openai is not None:
+            self._openai.update(self.openai_models())
         self.say_ready("model", model.name, model.version)
 
     def _forget(self, model: Model) -> None:
@@ -235,6 +272,9 @@ class ServerRun:
 
     def stop(self) -> None:
         """Stop the poller, unload the models, stop the server and the workers, remove the workspace."""
+        if self._openai is not None:
+            self._openai.close()  # first: no new request reaches the models being unloaded
+            self._openai = None
         if self._poller is not None:
             self._poller.stop()
         for availability in self._availability.values():
@@ -270,6 +310,11 @@ class ServerRun:
             everywhere = connect_host(addresses[endpoint]) != addresses[endpoint]
             suffix = " (listening on all interfaces)" if everywhere else ""
             self._console.say("%s on %s%s", endpoint, url, suffix, logged=logged)
+        if self._openai is not None:
+            everywhere = connect_host(self._openai.host) != self._openai.host
+            suffix = " (listening on all interfaces)" if everywhere else ""
+            url = f"http://{connect_host(self._openai.host)}:{self._openai.port}/v1"
+            self._console.say("OpenAI on %s%s", url, suffix, logged=logged)
         for what, name, version in self.ready:
             self.say_ready(what, name, version, logged=logged)
 

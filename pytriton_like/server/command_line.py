@@ -24,6 +24,11 @@ _NOT_FLAGS = {
     "load_model",
     "extra_args",
     "drain_secs",  # serve()'s drain on SIGTERM, before tritonserver is asked to stop
+    # the OpenAI endpoint runs in the user's process, not in tritonserver
+    "allow_openai",
+    "openai_address",
+    "openai_port",
+    "openai_api_key",
 }
 
 

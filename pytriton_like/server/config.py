@@ -21,6 +21,7 @@ DEFAULT_GRPC_PORT = 8001
 DEFAULT_METRICS_PORT = 8002
 DEFAULT_SAGEMAKER_PORT = 8080  # tritonserver's defaults
 DEFAULT_VERTEX_AI_PORT = 8080
+DEFAULT_OPENAI_PORT = 9000  # pytriton_like's OpenAI-compatible endpoint (docs/openai.md)
 # How long the relay polls for the answer it expects before it sleeps (TritonConfig.relay_spin_us):
 # off by default, since on a machine whose CPUs are busy polling costs more than it saves
 # (bench/README.md).
@@ -117,6 +118,13 @@ class TritonConfig:
             is loaded next to them; a server whose backend API the relay does not support fails to
             start with both versions named. From the environment:
             ``PYTRITON_TRITON_CONFIG_TRITON_HOME=/opt/tritonserver`` (docs/deployment.md).
+        allow_openai / openai_address / openai_port / openai_api_key: pytriton_like's own
+            OpenAI-compatible HTTP endpoint (``/v1/models``, ``/v1/chat/completions``,
+            ``/v1/completions``, ``/v1/embeddings``), off by default; ``allow_openai=True`` serves
+            it on port 9000 of every interface (``openai_address`` to choose), from a process of its
+            own. Requests go through tritonserver's gRPC endpoint to models bound with
+            :mod:`pytriton_like.openai`'s helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
+            without one, an endpoint beyond loopback says so at start. See docs/openai.md.
     """
 
     model_repository: Optional[Union[pathlib.Path, str]] = None
@@ -177,12 +185,17 @@ class TritonConfig:
     load_model: Optional[List[str]] = None
     extra_args: Optional[Union[List[str], Dict[str, Any]]] = None
     drain_secs: Optional[float] = None
-    triton_home: Optional[pathlib.Path] = None  # last: PyTriton's fields keep their positions
+    # pytriton_like's own fields, after PyTriton's: theirs keep their positions
+    triton_home: Optional[pathlib.Path] = None
+    allow_openai: Optional[bool] = None
+    openai_address: Optional[str] = None
+    openai_port: Optional[int] = None
+    openai_api_key: Optional[str] = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
             raise PyTritonValidationError("TritonConfig: allow at least one of the HTTP and gRPC endpoints")
-        for field in ("http_port", "grpc_port", "metrics_port", "sagemaker_port", "vertex_ai_port"):
+        for field in ("http_port", "grpc_port", "metrics_port", "sagemaker_port", "vertex_ai_port", "openai_port"):
             port = getattr(self, field)
             if port is not None and not 0 < port < 65536:
                 raise PyTritonValidationError(f"TritonConfig: {field} must be within 1..65535, got {port}")
@@ -194,6 +207,11 @@ class TritonConfig:
             )
         if self.drain_secs is not None and not self.drain_secs >= 0:
             raise PyTritonValidationError(f"TritonConfig: drain_secs must be 0 or more, got {self.drain_secs}")
+        if self.allow_openai and (self.allow_grpc is False or self.grpc_use_ssl):
+            raise PyTritonValidationError(
+                "TritonConfig: allow_openai needs the gRPC endpoint without SSL (the OpenAI endpoint forwards requests"
+                " over it, on this machine); leave allow_grpc on and grpc_use_ssl off"
+            )
         _check_control_mode(self)
         self.extra_flags()  # refuses what pytriton_like controls, now rather than at run()
 
@@ -212,6 +230,10 @@ class TritonConfig:
     def relay_batches_in_flight(self) -> int:
         """``relay_in_flight``, or its default when unset."""
         return DEFAULT_RELAY_IN_FLIGHT if self.relay_in_flight is None else self.relay_in_flight
+
+    def openai_endpoint_port(self) -> Optional[int]:
+        """The OpenAI endpoint's port when ``allow_openai`` is on, else None."""
+        return (self.openai_port or DEFAULT_OPENAI_PORT) if self.allow_openai else None
 
     def drain_time(self) -> float:
         """``drain_secs``, or its default when unset."""

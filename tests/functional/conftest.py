@@ -14,6 +14,7 @@ from pytriton_like.triton import TritonConfig
 
 _SERVER_NAMES = ("tritonserver", "triton_python_backend_stub")
 _REAPER = "pytriton_like.server.reaper"
+_OPENAI_SERVICE = "pytriton_like.openai.service"  # the OpenAI endpoint's process (a child of the serving one)
 _TRITON_REGION = "triton_python_backend_shm_region_"
 _GRACE_S = 10
 
@@ -68,17 +69,19 @@ def _counts(owner_pid: int, ours: set) -> bool:
 
 
 def server_processes() -> set:
-    """tritonserver, stub and reaper processes of this test run or of a dead owner.
+    """tritonserver, stub, reaper and OpenAI endpoint processes of this test run or of a dead owner.
 
     Servers of unrelated live processes (another test run, a benchmark) do not count.
     """
     ours = _ours()
     found = set()
-    for process in psutil.process_iter(["pid", "cmdline"]):
+    for process in psutil.process_iter(["pid", "cmdline", "ppid"]):
         args = process.info["cmdline"] or ()
         cmdline = " ".join(args)
         owner = _WORKSPACE_OWNER.search(cmdline)
         if owner and any(name in cmdline for name in _SERVER_NAMES) and _counts(int(owner[1]), ours):
+            found.add(process.info["pid"])
+        elif _OPENAI_SERVICE in args and process.info["ppid"] in ours:
             found.add(process.info["pid"])
         elif len(args) == 5 and _REAPER in args[2] and args[3].isdigit() and _counts(int(args[3]), ours):
             found.add(process.info["pid"])  # server/reaper.py: [python, -c, boot, owner pid, group]

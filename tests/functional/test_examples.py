@@ -1,10 +1,13 @@
 """Every example in examples/ runs and prints the right answers."""
 
 import pathlib
+import signal
 import subprocess
 import sys
 
+from .conftest import free_ports
 from .handwritten import needs_numpy1
+from .processes import Serving
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
@@ -177,3 +180,33 @@ def test_workers_tokenize_in_two_processes():
     output = run_example(EXAMPLES / "run.py", "workers")
     assert "'the quick brown fox number 0 jumps' -> [" in output
     assert "calls per worker: {" in output
+
+
+def test_openai_chat_served_to_the_openai_client_with_an_api_key():
+    openai_port, http_port, grpc_port, metrics_port = free_ports(4)
+    folder = EXAMPLES / "openai_chat"
+    url = f"http://127.0.0.1:{openai_port}/v1"
+    with Serving([sys.executable, str(folder / "server.py"), "--openai-port", str(openai_port), "--http-port",
+                  str(http_port), "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port),
+                  "--api-key", "sk-example"]) as server:
+        server.wait_for("serving; press CTRL+C to stop")
+        output = run_example(folder / "client.py", "--url", url, "--api-key", "sk-example")
+        refused = subprocess.run(
+            [sys.executable, str(folder / "client.py"), "--url", url, "--api-key", "wrong"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+        assert server.stop(signal.SIGINT) == 0
+    log = server.output
+    assert f"OpenAI on http://127.0.0.1:{openai_port}/v1 (listening on all interfaces)" in log
+    assert "] models: tiny-chat, tiny-embed\n" in output
+    assert "] answer: You asked about 'dragons'; a tiny model can only repeat it.\n" in output
+    assert "] finish_reason: stop usage: {'completion_tokens': 11, 'prompt_tokens': 1, 'total_tokens': 12}\n" in output
+    assert "] streamed: You asked about 'dragons'; a tiny model can only repeat it.\n" in output
+    assert "] streamed usage: {'completion_tokens': 11, 'prompt_tokens': 1, 'total_tokens': 12}\n" in output
+    assert "] streamed equals whole: True\n" in output
+    assert "] completion: 'You asked about' finish_reason: length\n" in output
+    assert "] embeddings: [[11.0, 2.0, 3.0, 1.0], [6.0, 1.0, 2.0, 1.0]]\n" in output
+    assert "] unknown model: 404 model_not_found\n" in output
+    assert "] async, 4 at once: [\"You asked about 'q0'; a tiny model can only repeat it.\"" in output
+    assert refused.returncode != 0 and "AuthenticationError" in refused.stderr
+

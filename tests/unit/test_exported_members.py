@@ -36,6 +36,7 @@ PUBLIC = {
     },
     "pytriton_like.server.config": {"TritonConfig"},
     "pytriton_like.server.security": {"TritonSecurityConfig"},
+    "pytriton_like.openai": {"bind_chat_model", "bind_embedding_model", "GenerationRequest", "Piece", "count_tokens"},
 }
 
 # The relay's Triton backend and the library preloaded into tritonserver (docs/security.md): shared
@@ -106,6 +107,12 @@ def test_importing_the_clients_loads_no_transport_until_one_is_used():
         "pytriton_like.client, pytriton_like.decorators, pytriton_like.model_config",
         ["gevent", "grpc", "aiohttp", "tritonclient.http", "tritonclient.grpc"],
     )
+    assert loaded == "[]"
+
+
+def test_binding_openai_models_loads_no_http_server_nor_grpc():
+    # aiohttp and grpc are loaded by the endpoint's own process (openai/service.py), not by the serving one.
+    loaded = modules_loaded_by("pytriton_like.openai, pytriton_like.triton", ["aiohttp", "grpc"])
     assert loaded == "[]"
 
 

@@ -37,6 +37,8 @@ LAYERS: List[List[str]] = [
     ["pytriton_like.models"],
     # TritonRunner, over the clients
     ["pytriton_like.runner"],
+    # the OpenAI-compatible endpoint: its models' contract and helpers, its server (forwards to Triton)
+    ["pytriton_like.openai"],
     # orchestration: Triton, RemoteTriton
     ["pytriton_like.remote", "pytriton_like.startup", "pytriton_like.model_management", "pytriton_like.serving",
      "pytriton_like.triton"],

@@ -400,10 +400,27 @@ def test_argv_every_flag_is_a_tritonserver_option():
     assert unset == [
         "model_repository", "log_file", "shm_limit_bytes", "relay_spin_us", "relay_in_flight", "model_control_mode",
         "repository_poll_secs", "load_model", "extra_args", "drain_secs", "triton_home",
+        "allow_openai", "openai_address", "openai_port", "openai_api_key",  # the OpenAI endpoint runs in our process
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS
     assert len(emitted) == len(dataclasses.fields(TritonConfig)) - len(unset) + 4  # + repository, backends, control, load
+
+
+def test_openai_endpoint_fields():
+    assert TritonConfig().openai_endpoint_port() is None  # off by default
+    assert TritonConfig(allow_openai=True).openai_endpoint_port() == 9000
+    assert TritonConfig(allow_openai=True, openai_port=9100).openai_endpoint_port() == 9100
+    config = TritonConfig.from_env(env(allow_openai="true", openai_port="9200", openai_api_key="sk-secret"))
+    assert config.openai_endpoint_port() == 9200 and config.openai_api_key == "sk-secret"
+    assert "sk-secret" not in repr(config)
+    args = argv(TritonConfig(allow_openai=True, openai_port=9100, openai_api_key="k"), startup=["m"])
+    assert not any("openai" in arg for arg in args)
+    with pytest.raises(PyTritonValidationError, match=r"openai_port must be within 1..65535, got 0"):
+        TritonConfig(openai_port=0)
+    for fields in ({"allow_grpc": False}, {"grpc_use_ssl": True}):
+        with pytest.raises(PyTritonValidationError, match=r"allow_openai needs the gRPC endpoint without SSL"):
+            TritonConfig(allow_openai=True, **fields)
 
 
 def test_argv_is_pure():

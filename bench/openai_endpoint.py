@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""The OpenAI endpoint against Triton's gRPC streaming, side by side, on one streaming callable.
+
+One server process serves a streaming model bound with ``bind_chat_model`` (64 pieces per
+answer, ``--token-ms`` of sleep before each: a model's time per token that holds no GIL; an
+async generator unless ``--callable sync``) and the OpenAI endpoint. This process then measures, alternating the two paths round by round:
+
+- time to first token at concurrency 1: from sending the request to the first piece of text
+  (``/v1/chat/completions`` with ``stream: true``, read as raw server-sent events with aiohttp;
+  against ``ModelStreamInfer`` with tritonclient's asyncio gRPC client, the same JSON request);
+- tokens per second at concurrency 16: 16 clients asking one after another for ``--seconds``.
+
+Both clients are asyncio and as lean as each path allows (no openai package: its parsing is the
+client's cost, not the endpoint's). It prints the medians and the ratios the issue's goals name:
+the endpoint's added time to first token (goal: at most 1 ms at c1) and its share of gRPC's tokens
+per second (goal: at least 90 % at c16).
+
+Usage: .venv/bin/python bench/openai_endpoint.py [--rounds 3] [--seconds 5] [--token-ms 0] [--callable sync]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+TOKENS = 64
+MODEL = "bench-chat"
+
+
+def free_ports(count):
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def serve(args) -> None:
+    """The server process: the streaming model and the OpenAI endpoint, until SIGINT."""
+    from pytriton_like.openai import bind_chat_model
+    from pytriton_like.triton import Triton, TritonConfig
+
+    delay = args.token_ms / 1000
+
+    def generate(request):
+        for index in range(TOKENS):
+            if delay:
+                time.sleep(delay)
+            yield f" t{index}"
+
+    async def generate_async(request):
+        for index in range(TOKENS):
+            await asyncio.sleep(delay)
+            yield f" t{index}"
+
+    http, grpc, metrics, openai_port = args.ports
+    config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics, allow_openai=True,
+                          openai_port=openai_port, openai_address="127.0.0.1")
+    with Triton(config=config) as triton:
+        function = generate_async if args.callable == "async" else generate
+        bind_chat_model(triton, MODEL, function)  # the default: each request a batch of its own
+        triton.serve()
+
+
+# -- the two clients -------------------------------------------------------------------------------
+
+BODY = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "go"}], "stream": True}).encode()
+
+
+async def openai_once(session, url):
+    """(seconds to the first text piece, text pieces) of one streamed chat completion."""
+    started = time.perf_counter()
+    first, pieces = None, 0
+    async with session.post(url, data=BODY, headers={"Content-Type": "application/json"}) as response:
+        async for line in response.content:
+            if line.startswith(b"data: {") and b'"content":"' in line and b'"content":""' not in line:
+                pieces += 1
+                if first is None:
+                    first = time.perf_counter() - started
+    return first, pieces
+
+
+def grpc_request():
+    import numpy as np
+    import tritonclient.grpc.aio as grpcclient
+
+    from pytriton_like.openai import GenerationRequest
+
+    payload = GenerationRequest(model=MODEL, messages=({"role": "user", "content": "go"},)).to_json()
+    tensor = grpcclient.InferInput("openai_request", [1, 1], "BYTES")
+    tensor.set_data_from_numpy(np.array([[payload]], dtype=np.object_))
+    return tensor
+
+
+async def grpc_once(client, tensor):
+    started = time.perf_counter()
+    first, pieces = None, 0
+
+    async def requests():
+        yield {"model_name": MODEL, "inputs": [tensor], "enable_empty_final_response": True}
+
+    async for result, error in client.stream_infer(requests()):
+        if error is not None:
+            raise error
+        if result.get_response().outputs:
+            pieces += 1
+            if first is None:
+                first = time.perf_counter() - started
+        if result.get_response().parameters["triton_final_response"].bool_param:
+            break
+    return first, pieces
+
+
+async def measure(path, ports, requests_c1, seconds):
+    """(median and p90 time to first token at c1 in ms, tokens per second at c16) of one path."""
+    import aiohttp
+    import tritonclient.grpc.aio as grpcclient
+
+    http, grpc, metrics, openai_port = ports
+    if path == "openai":
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
+        url = f"http://127.0.0.1:{openai_port}/v1/chat/completions"
+        clients = [session] * 16
+
+        async def once(client):
+            return await openai_once(client, url)
+    else:
+        tensor = grpc_request()
+        clients = [grpcclient.InferenceServerClient(f"127.0.0.1:{grpc}") for _ in range(16)]
+
+        async def once(client):
+            return await grpc_once(client, tensor)
+    try:
+        for _ in range(5):  # warm-up
+            await once(clients[0])
+        firsts = []
+        for _ in range(requests_c1):
+            first, pieces = await once(clients[0])
+            assert pieces == TOKENS, pieces
+            firsts.append(first * 1000)
+        tokens = 0
+        deadline = time.perf_counter() + seconds
+
+        async def loop(client):
+            nonlocal tokens
+            while time.perf_counter() < deadline:
+                _, pieces = await once(client)
+                tokens += pieces  # after the await: `tokens += await ...` would read tokens before it
+
+        started = time.perf_counter()
+        await asyncio.gather(*(loop(client) for client in clients))
+        elapsed = time.perf_counter() - started
+    finally:
+        if path == "openai":
+            await session.close()
+        else:
+            for client in clients:
+                await client.close()
+    firsts.sort()
+    return statistics.median(firsts), firsts[int(len(firsts) * 0.9)], tokens / elapsed
+
+
+def wait_ready(port, timeout_s=120):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("the server did not start")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each c16 run")
+    parser.add_argument("--requests", type=int, default=100, help="requests of each c1 run")
+    parser.add_argument("--token-ms", type=float, default=0.0, help="the model's sleep before each token")
+    parser.add_argument("--callable", choices=("async", "sync"), default="async",
+                        help="an async generator (default) or a plain generator (each step in the worker's thread pool)")
+    parser.add_argument("--serve", nargs=4, type=int, metavar="PORT", dest="ports", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ports:
+        serve(args)
+        return
+    ports = free_ports(4)
+    server = subprocess.Popen([sys.executable, __file__, "--token-ms", str(args.token_ms), "--callable", args.callable,
+                               "--serve", *map(str, ports)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(ports[3])
+        results = {"openai": [], "grpc": []}
+        for number in range(args.rounds):
+            for path in ("openai", "grpc") if number % 2 == 0 else ("grpc", "openai"):
+                result = asyncio.run(measure(path, ports, args.requests, args.seconds))
+                results[path].append(result)
+                print(f"round {number + 1} {path:6}: first token p50 {result[0]:.2f} ms, p90 {result[1]:.2f} ms;"
+                      f" c16 {result[2]:,.0f} tokens/s", flush=True)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(60)
+    median = {path: [statistics.median(r[i] for r in rounds) for i in range(3)] for path, rounds in results.items()}
+    print(f"\n{TOKENS} tokens per answer, {args.token_ms} ms per token, {args.callable} generator, {os.cpu_count()} CPUs,"
+          f" medians of {args.rounds} rounds")
+    print("| path | first token p50 (c1) | p90 | tokens/s (c16) |")
+    print("|---|---|---|---|")
+    for path, label in (("grpc", "Triton gRPC stream (tritonclient aio)"), ("openai", "/v1/chat/completions (SSE)")):
+        p50, p90, rate = median[path]
+        print(f"| {label} | {p50:.2f} ms | {p90:.2f} ms | {rate:,.0f} |")
+    added = median["openai"][0] - median["grpc"][0]
+    share = median["openai"][2] / median["grpc"][2]
+    print(f"\nadded to the first token: {added:+.2f} ms (goal <= 1 ms); tokens/s kept at c16: {share:.0%} (goal >= 90%)")
+
+
+if __name__ == "__main__":
+    main()

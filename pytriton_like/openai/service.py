@@ -1,0 +1,92 @@
+"""The OpenAI endpoint's process: ``python -m pytriton_like.openai.service``, started by ``OpenAIServer``.
+
+It serves the endpoint (aiohttp, and grpc.aio towards tritonserver) on its own interpreter, so that
+its work per piece does not wait for the GIL of the process whose worker threads run your
+callables (docs/architecture.md measures why). It speaks with its parent through its standard
+streams, one JSON object per line:
+
+- stdin, first line: ``{"host", "port", "grpc_target", "access_token", "api_key"}`` (secrets travel
+  here, not on its command line, which other users may read);
+- stdin, then: ``{"models": [{"name", "kind", "streaming", "max_batch_size"}, ...]}`` whenever the
+  bound models change;
+- stdout: ``{"ready": true}`` once it listens, or ``{"error": "..."}`` if it cannot;
+- end of stdin (the parent closed it, or died — even by SIGKILL): it stops accepting requests,
+  cancels the streams still open after a short grace, and exits.
+
+SIGINT and SIGTERM are ignored: a Ctrl-C in a terminal reaches the whole process group, and the
+parent stops this process in order (after the drain, before the models are unloaded).
+"""
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from typing import Dict
+
+from aiohttp import web
+
+from .app import Routes
+from .contract import OpenAIModel, catalog_from_json
+from .server import SHUTDOWN_GRACE_S
+from .upstream import Upstream
+
+__all__ = ["main"]
+
+_MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+async def _serve(reader: asyncio.StreamReader) -> int:
+    settings = json.loads(await reader.readline())
+    models: Dict[str, OpenAIModel] = {}
+    upstream = Upstream(settings["grpc_target"], settings.get("access_token"))
+    routes = Routes(upstream, lambda: models, settings.get("api_key"))
+    # handler_cancellation: a client that goes away cancels its handler, hence its requests to Triton
+    runner = web.AppRunner(
+        routes.application(_MAX_BODY_BYTES), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
+    )
+    try:
+        await runner.setup()
+        await web.TCPSite(runner, settings["host"], settings["port"], reuse_address=True).start()
+    except OSError as exc:
+        _say({"error": str(exc)})
+        await runner.cleanup()
+        await upstream.close()
+        return 1
+    _say({"ready": True})
+    try:
+        while True:
+            line = await reader.readline()
+            if not line:
+                break  # the parent closed our stdin, or died
+            message = json.loads(line)
+            if "models" in message:
+                models = catalog_from_json(message["models"])
+    finally:
+        await runner.cleanup()
+        await upstream.close()
+    return 0
+
+
+def _say(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+async def _main() -> int:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 24)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    return await _serve(reader)
+
+
+def main() -> int:
+    """Serve until stdin ends; the exit code is 0, or 1 if it could not listen."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="pytriton_like OpenAI endpoint: %(levelname)s %(message)s")
+    return asyncio.run(_main())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

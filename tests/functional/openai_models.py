@@ -1,0 +1,93 @@
+"""The callables the OpenAI endpoint's functional tests bind (tests/functional/test_openai*.py)."""
+
+import asyncio
+import json
+import threading
+import time
+
+import numpy as np
+
+from pytriton_like.openai import Piece
+
+API_KEY = "sk-test-key"
+SECRET = "/srv/secret/weights.bin"  # in a callable's exception: must not reach the client
+SLOW_PIECES = 200
+
+
+def answer_words(request):
+    text = request.messages[-1]["content"] if request.messages is not None else request.prompt
+    return f"You said: {text} (choice {request.choice})".split()
+
+
+def tiny_chat(request):
+    for index, word in enumerate(answer_words(request)):
+        if request.max_tokens is not None and index >= request.max_tokens:
+            return
+        yield word if index == 0 else " " + word
+
+
+async def async_chat(request):
+    for word in answer_words(request):
+        await asyncio.sleep(0)
+        yield word + " "
+
+
+def plain_chat(request):
+    text = " ".join(answer_words(request))
+    return Piece(text, tokens=7, prompt_tokens=3, finish_reason="stop")
+
+
+class Slow:
+    """Streams SLOW_PIECES pieces slowly; records how many were asked for and whether it was closed."""
+
+    def __init__(self):
+        self.asked = 0
+        self.closed = threading.Event()
+
+    def __call__(self, request):
+        try:
+            for index in range(SLOW_PIECES):
+                self.asked += 1
+                time.sleep(0.02)
+                yield f"{index} "
+        finally:
+            self.closed.set()
+
+
+def failing(request):
+    raise ValueError(f"cannot open {SECRET}")
+
+
+def fail_midway(request):
+    yield "one "
+    yield "two "
+    raise RuntimeError(f"lost {SECRET}")
+
+
+def echo_params(request):
+    fields = {name: getattr(request, name) for name in ("max_tokens", "temperature", "top_p", "seed", "n", "choice")}
+    fields.update(messages=list(request.messages), prompt=request.prompt, stop=list(request.stop), extra=dict(request.extra))
+    return json.dumps(fields)
+
+
+BUSY_RUNNING = threading.Event()  # set while busy() runs
+
+
+def busy(request):
+    BUSY_RUNNING.set()
+    try:
+        time.sleep(1.0)
+        return "done"
+    finally:
+        BUSY_RUNNING.clear()
+
+
+def embed(texts):
+    return np.array([[len(text), text.count(" "), 1.5] for text in texts], dtype=np.float32)
+
+
+SLOW = Slow()
+
+
+def ask(text):
+    return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}]
