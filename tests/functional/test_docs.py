@@ -62,6 +62,7 @@ def test_every_block_says_whether_it_runs():
         "cli.md",
         "clients.md",
         "inference_callable.md",
+        "openai.md",
         "quickstart.md",
         "security.md",
         "stateful_models.md",
@@ -69,28 +70,30 @@ def test_every_block_says_whether_it_runs():
     ]
 
 
-def _environment(http: int, grpc: int, metrics: int) -> dict:
+def _environment(http: int, grpc: int, metrics: int, openai: int) -> dict:
     return dict(
         os.environ,
         PYTRITON_TRITON_CONFIG_HTTP_PORT=str(http),
         PYTRITON_TRITON_CONFIG_GRPC_PORT=str(grpc),
         PYTRITON_TRITON_CONFIG_METRICS_PORT=str(metrics),
+        PYTRITON_TRITON_CONFIG_OPENAI_PORT=str(openai),
     )
 
 
-def _pointed_at(code: str, http: int, grpc: int) -> str:
-    """``code`` with its localhost urls on the server's ports instead of 8000/8001."""
+def _pointed_at(code: str, http: int, grpc: int, openai: int) -> str:
+    """``code`` with its localhost urls on the server's ports instead of 8000/8001/9000."""
+    code = code.replace("http://localhost:9000/", f"http://localhost:{openai}/")
     code = re.sub(r'"grpc://localhost(:8001)?"', f'"grpc://localhost:{grpc}"', code)
     code = re.sub(r'"(http://)?localhost(:8000)?"', rf'"\g<1>localhost:{http}"', code)
-    assert not re.search(r"localhost:800[01]\b", code), code
+    assert not re.search(r"localhost:(800[01]|9000)\b", code), code
     return code
 
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=lambda page: page.name)
 def test_the_page_runs_as_written(page, tmp_path):
     code_blocks = [(role, code) for language, role, code in blocks(page) if language == "python"]
-    http, grpc, metrics = free_ports(3)
-    env = _environment(http, grpc, metrics)
+    http, grpc, metrics, openai = free_ports(4)
+    env = _environment(http, grpc, metrics, openai)
 
     def run(code: str) -> None:
         done = subprocess.run(
@@ -110,5 +113,5 @@ def test_the_page_runs_as_written(page, tmp_path):
         server.wait_for("pytriton_like: serving")
         for role, code in code_blocks:
             if role == "client":
-                run(_pointed_at(code, http, grpc))
+                run(_pointed_at(code, http, grpc, openai))
         assert server.stop(signal.SIGINT) == 0, server.output
