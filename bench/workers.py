@@ -18,7 +18,9 @@ in the workers: what a worker has is its own imports): each worker's USS (memory
 and PSS. Results go to bench/results/workers.json.
 
 Usage:
-    .venv/bin/python bench/workers.py [--rounds 3] [--concurrency 4] [--interval-ms 3000]
+    .venv-numpy1/bin/python bench/workers.py [--rounds 3] [--concurrency 4] [--interval-ms 3000]
+    .venv-numpy1/bin/python bench/workers.py --variants ours_workers_2 floor_2   # ours_1 always runs
+    .venv-numpy1/bin/python bench/workers.py --memory-only
 """
 
 import argparse
@@ -66,11 +68,11 @@ def check(server: servers.Server) -> None:
         raise RuntimeError(f"{server.key} answered {answer}, not [2, 4, 6]")
 
 
-def throughput(rounds: int, concurrency: int, interval_ms: int) -> Dict[str, List[float]]:
-    results: Dict[str, List[float]] = {name: [] for name in VARIANTS}
+def throughput(rounds: int, concurrency: int, interval_ms: int, names: List[str]) -> Dict[str, List[float]]:
+    results: Dict[str, List[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
         for round_index in range(rounds):
-            for name in VARIANTS:
+            for name in names:
                 workdir = pathlib.Path(tmp) / f"{name}-{round_index}"
                 workdir.mkdir()
                 server = start(name, workdir)
@@ -86,9 +88,11 @@ def throughput(rounds: int, concurrency: int, interval_ms: int) -> Dict[str, Lis
 
 
 def _worker_processes(server: servers.Server) -> List[psutil.Process]:
+    """The worker processes of the server's model: its children but tritonserver, the reaper and
+    multiprocessing's resource tracker (one per process that spawns, whatever the number of workers)."""
     parent = psutil.Process(server.tree.popen.pid)
-    return [child for child in parent.children() if "tritonserver" not in child.name() and "reaper" not in
-            " ".join(child.cmdline())]
+    return [child for child in parent.children() if "spawn_main" in " ".join(child.cmdline())
+            or child.cmdline() == parent.cmdline()]
 
 
 def memory(model_mb: int) -> Dict[str, Dict]:
@@ -122,15 +126,25 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--interval-ms", type=int, default=3000)
     parser.add_argument("--model-mb", type=int, default=200)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
+                        help="which servers (default: all; ours_1 is the base of the ratios)")
+    parser.add_argument("--memory-only", action="store_true", help="measure memory only, keep the rates of the last run")
     args = parser.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    rates = throughput(args.rounds, args.concurrency, args.interval_ms)
+    if args.memory_only:
+        last = json.loads(RESULTS.read_text())
+        last.update(memory_mib=memory(args.model_mb), memory_command=" ".join(sys.argv), memory_started=started)
+        RESULTS.write_text(json.dumps(last, indent=1, default=lambda v: round(v, 2)) + "\n")
+        return 0
+    names = ["ours_1", *[name for name in args.variants if name != "ours_1"]]
+    rates = throughput(args.rounds, args.concurrency, args.interval_ms, names)
     medians = {name: statistics.median(values) for name, values in rates.items()}
     base = medians["ours_1"]
     print(f"\nperf_analyzer HTTP c{args.concurrency}, median of {args.rounds} rounds (infer/s, ratio to ours_1):")
     for name, value in medians.items():
         print(f"  {name:15s} {value:8.0f}  {value / base:5.2f}x")
-    print(f"  ours_workers_2 / floor_2: {medians['ours_workers_2'] / medians['floor_2']:.2f}x")
+    if "ours_workers_2" in medians and "floor_2" in medians:
+        print(f"  ours_workers_2 / floor_2: {medians['ours_workers_2'] / medians['floor_2']:.2f}x")
     mem = memory(args.model_mb)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({
