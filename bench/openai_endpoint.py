@@ -23,26 +23,16 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
 
+from servers import free_ports
+
 TOKENS = 64
 MODEL = "bench-chat"
-
-
-def free_ports(count):
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
 
 
 def serve(args) -> None:
