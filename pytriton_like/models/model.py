@@ -57,7 +57,7 @@ class Model:
         self._trace_config = trace_config
         self._infer_funcs = list(infer_funcs)
         self._tag = tag
-        self._processes = workers if workers > 1 else 0
+        self.processes = workers > 1  # the instances are worker processes (else threads of this process)
         self._worker_options = worker_options or WorkerOptions()
         self._workers: List[Worker] = []
         self._pool: Optional[WorkerPool] = None
@@ -94,7 +94,7 @@ class Model:
         instances = self.config.instance_count
         spin_us = usable_spin_us(spin_us, instances)
         paths = [str(sockets / f"{self._tag}-{index}") for index in range(instances)]
-        if self._processes:
+        if self.processes:
             self._start_processes(paths, on_unrecoverable, shm_limit, loopback, on_availability)
         else:
             for infer_func, path in zip(self._infer_funcs, paths):
@@ -124,7 +124,7 @@ class Model:
             revive_ms=self._revive_ms(),
         )
         write_version_entry(repository, self.config, settings)
-        if self.config.model_warmup and not self._processes:  # before Triton loads it, as PyTriton
+        if self.config.model_warmup and not self.processes:  # before Triton loads it, as PyTriton
             warm_up(self.name, self._infer_funcs, self.config.model_warmup)
 
     def _start_processes(
@@ -158,18 +158,9 @@ class Model:
 
     def _revive_ms(self) -> int:
         """How long an instance whose worker process died waits for the restarted one (0: threads)."""
-        if not self._processes:
+        if not self.processes:
             return 0
         return int((self._worker_options.setup_timeout_s + WorkerPool.MAX_BACKOFF_S) * 1000)
-
-    @property
-    def processes(self) -> bool:
-        """Whether the model's instances are worker processes."""
-        return bool(self._processes)
-
-    def worker_pids(self) -> List[Optional[int]]:
-        """The process id of each worker process (None for one not running); empty for threads."""
-        return self._pool.pids() if self._pool is not None else []
 
     @property
     def version(self) -> int:

@@ -92,17 +92,13 @@ class WorkerPool:
             self._thread.join()
             raise PyTritonValidationError(str(exc)) from None
 
-    def pids(self) -> List[Optional[int]]:
-        """Each worker's process id (None while it is not running)."""
-        return [None if process is None or not process.is_alive() else process.pid for process in self._processes]
-
     def busy(self) -> bool:
         """Whether a worker is handling a batch."""
         return any(flag.value for flag in self._busy)
 
     def alive(self) -> int:
         """How many workers are running."""
-        return sum(pid is not None for pid in self.pids())
+        return sum(process is not None and process.is_alive() for process in self._processes)
 
     def close(self) -> None:
         """Stop every worker (each finishes the batch it runs) and the pool's thread."""
