@@ -7,8 +7,10 @@ async generator unless ``--callable sync``) and the OpenAI endpoint. This proces
 
 - time to first token at concurrency 1: from sending the request to the first piece of text
   (``/v1/chat/completions`` with ``stream: true``, read as raw server-sent events with aiohttp;
-  against ``ModelStreamInfer`` with tritonclient's asyncio gRPC client, the same JSON request);
-- tokens per second at concurrency 16: 16 clients asking one after another for ``--seconds``.
+  against ``ModelStreamInfer`` with tritonclient's asyncio gRPC client, the same JSON request),
+  the two paths' requests alternating one by one, so that the machine's noise falls on both;
+- tokens per second at concurrency 16: 16 clients asking one after another for ``--seconds``,
+  each path in turn (which goes first alternates round by round).
 
 Both clients are asyncio and as lean as each path allows (no openai package: its parsing is the
 client's cost, not the endpoint's). It prints the medians and the ratios the issue's goals name:
@@ -111,53 +113,79 @@ async def grpc_once(client, tensor):
     return first, pieces
 
 
-async def measure(path, ports, requests_c1, seconds):
-    """(median and p90 time to first token at c1 in ms, tokens per second at c16) of one path."""
-    import aiohttp
-    import tritonclient.grpc.aio as grpcclient
+class Clients:
+    """The two paths' clients, on one event loop: ``once(path, client)`` streams one answer."""
 
-    http, grpc, metrics, openai_port = ports
-    if path == "openai":
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
-        url = f"http://127.0.0.1:{openai_port}/v1/chat/completions"
-        clients = [session] * 16
+    def __init__(self, ports):
+        import aiohttp
+        import tritonclient.grpc.aio as grpcclient
 
-        async def once(client):
-            return await openai_once(client, url)
-    else:
-        tensor = grpc_request()
-        clients = [grpcclient.InferenceServerClient(f"127.0.0.1:{grpc}") for _ in range(16)]
+        http, grpc, metrics, openai_port = ports
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
+        self.url = f"http://127.0.0.1:{openai_port}/v1/chat/completions"
+        self.tensor = grpc_request()
+        self.grpc = [grpcclient.InferenceServerClient(f"127.0.0.1:{grpc}") for _ in range(16)]
 
-        async def once(client):
-            return await grpc_once(client, tensor)
-    try:
-        for _ in range(5):  # warm-up
-            await once(clients[0])
-        firsts = []
-        for _ in range(requests_c1):
-            first, pieces = await once(clients[0])
-            assert pieces == TOKENS, pieces
-            firsts.append(first * 1000)
-        tokens = 0
-        deadline = time.perf_counter() + seconds
+    def of(self, path):
+        """The 16 clients of one path."""
+        return [self.session] * 16 if path == "openai" else self.grpc
 
-        async def loop(client):
-            nonlocal tokens
-            while time.perf_counter() < deadline:
-                _, pieces = await once(client)
-                tokens += pieces  # after the await: `tokens += await ...` would read tokens before it
-
-        started = time.perf_counter()
-        await asyncio.gather(*(loop(client) for client in clients))
-        elapsed = time.perf_counter() - started
-    finally:
+    async def once(self, path, client):
         if path == "openai":
-            await session.close()
-        else:
-            for client in clients:
-                await client.close()
-    firsts.sort()
-    return statistics.median(firsts), firsts[int(len(firsts) * 0.9)], tokens / elapsed
+            return await openai_once(client, self.url)
+        return await grpc_once(client, self.tensor)
+
+    async def close(self):
+        await self.session.close()
+        for client in self.grpc:
+            await client.close()
+
+
+async def first_tokens(clients, requests):
+    """Time to first token at c1 in ms, per path: the two paths' requests alternate one by one."""
+    firsts = {"openai": [], "grpc": []}
+    for path in firsts:
+        for _ in range(5):  # warm-up
+            await clients.once(path, clients.of(path)[0])
+    for number in range(requests):
+        for path in ("openai", "grpc") if number % 2 == 0 else ("grpc", "openai"):
+            first, pieces = await clients.once(path, clients.of(path)[0])
+            assert pieces == TOKENS, (path, pieces)
+            firsts[path].append(first * 1000)
+    return firsts
+
+
+async def tokens_per_second(clients, path, seconds):
+    """Tokens per second of one path with 16 clients asking one after another."""
+    tokens = 0
+    deadline = time.perf_counter() + seconds
+
+    async def loop(client):
+        nonlocal tokens
+        while time.perf_counter() < deadline:
+            _, pieces = await clients.once(path, client)
+            tokens += pieces  # after the await: `tokens += await ...` would read tokens before it
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(client) for client in clients.of(path)))
+    return tokens / (time.perf_counter() - started)
+
+
+async def measure_round(ports, number, requests, seconds):
+    """One round: {path: (p50 and p90 of the first token at c1 in ms, tokens per second at c16)}."""
+    clients = Clients(ports)
+    try:
+        firsts = await first_tokens(clients, requests)
+        rates = {}
+        for path in ("openai", "grpc") if number % 2 == 0 else ("grpc", "openai"):
+            rates[path] = await tokens_per_second(clients, path, seconds)
+    finally:
+        await clients.close()
+    result = {}
+    for path, values in firsts.items():
+        values.sort()
+        result[path] = (statistics.median(values), values[int(len(values) * 0.9)], rates[path])
+    return result
 
 
 def wait_ready(port, timeout_s=120):
@@ -193,8 +221,7 @@ def main():
         wait_ready(ports[3])
         results = {"openai": [], "grpc": []}
         for number in range(args.rounds):
-            for path in ("openai", "grpc") if number % 2 == 0 else ("grpc", "openai"):
-                result = asyncio.run(measure(path, ports, args.requests, args.seconds))
+            for path, result in asyncio.run(measure_round(ports, number, args.requests, args.seconds)).items():
                 results[path].append(result)
                 print(f"round {number + 1} {path:6}: first token p50 {result[0]:.2f} ms, p90 {result[1]:.2f} ms;"
                       f" c16 {result[2]:,.0f} tokens/s", flush=True)

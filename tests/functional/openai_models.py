@@ -58,6 +58,11 @@ def failing(request):
     raise ValueError(f"cannot open {SECRET}")
 
 
+def failing_stream(request):
+    raise ValueError(f"cannot open {SECRET}")
+    yield  # a generator: a streaming model that fails before its first piece
+
+
 def fail_midway(request):
     yield "one "
     yield "two "
@@ -82,11 +87,28 @@ def busy(request):
         BUSY_RUNNING.clear()
 
 
+class Ordered:
+    """Answers the asked text back; "block" holds the model 0.5 s. ``order`` has the texts as they started."""
+
+    def __init__(self):
+        self.order = []
+        self.blocking = threading.Event()
+
+    def __call__(self, request):
+        text = request.messages[-1]["content"]
+        self.order.append(text)
+        if text == "block":
+            self.blocking.set()
+            time.sleep(0.5)
+        return text
+
+
 def embed(texts):
     return np.array([[len(text), text.count(" "), 1.5] for text in texts], dtype=np.float32)
 
 
 SLOW = Slow()
+ORDERED = Ordered()
 
 
 def ask(text):

@@ -16,8 +16,8 @@ from pytriton_like.triton import Triton
 
 from .conftest import checked_for_leaks, free_config, free_port, port_listening, wait_for
 from .openai_models import (
-    API_KEY, BUSY_RUNNING, SECRET, SLOW, SLOW_PIECES, ask, async_chat, busy, echo_params, embed, fail_midway, failing, plain_chat,
-    tiny_chat,
+    API_KEY, BUSY_RUNNING, ORDERED, SECRET, SLOW, SLOW_PIECES, ask, async_chat, busy, echo_params, embed,
+    fail_midway, failing, failing_stream, plain_chat, tiny_chat,
 )
 
 @pytest.fixture(scope="module")
@@ -33,11 +33,13 @@ def server():
         bind_chat_model(triton, "slow-chat", SLOW)
         bind_chat_model(triton, "failing", failing)
         bind_chat_model(triton, "fail-midway", fail_midway)
+        bind_chat_model(triton, "failing-stream", failing_stream)
         queue = QueuePolicy(max_queue_size=1, default_timeout_microseconds=300_000, timeout_action=TimeoutAction.REJECT)
         bind_chat_model(triton, "busy", busy, config=ModelConfig(
             max_batch_size=1, batcher=DynamicBatcher(default_queue_policy=queue)))
-        bind_chat_model(triton, "prioritised", tiny_chat, config=ModelConfig(
-            max_batch_size=4, batcher=DynamicBatcher(priority_levels=2, default_priority_level=2)))
+        for name, function in (("prioritised", tiny_chat), ("ordered", ORDERED)):
+            bind_chat_model(triton, name, function, config=ModelConfig(
+                max_batch_size=1, batcher=DynamicBatcher(priority_levels=2, default_priority_level=2)))
         bind_embedding_model(triton, "tiny-embed", embed, config=ModelConfig(max_batch_size=4))
         triton.run()
         yield config
@@ -62,7 +64,8 @@ def client(base_url):
 def test_lists_the_bound_models(client):
     names = [model.id for model in client.models.list()]
     assert names == sorted(["tiny-chat", "async-chat", "plain-chat", "slow-chat", "failing", "fail-midway", "busy",
-                            "prioritised", "tiny-embed", "echo-params", "async-batched"])
+                            "prioritised", "tiny-embed", "echo-params", "async-batched", "failing-stream",
+                            "ordered"])
     assert client.models.retrieve("tiny-chat").owned_by == "pytriton_like"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("nope")
@@ -148,6 +151,33 @@ def test_sampling_parameters_and_extra_fields_reach_the_callable(client):
 def test_priority_is_handed_to_triton(client):
     answer = client.chat.completions.create(model="prioritised", messages=ask("hi"), extra_body={"priority": 1})
     assert answer.choices[0].message.content == "You said: hi (choice 0)"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_with_a_higher_priority_overtakes_the_queue(base_url, stream):
+    # "ordered" (a plain callable) runs one request at a time; while "block" runs, "low" (the
+    # default priority, 2) and then "high" (priority 1) wait in its queue: Triton starts "high" first
+    async def main():
+        async with openai.AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0) as client:
+            async def call(text, priority=None):
+                extra = {} if priority is None else {"priority": priority}
+                answer = await client.chat.completions.create(
+                    model="ordered", messages=ask(text), stream=stream, extra_body=extra)
+                if stream:
+                    return "".join([chunk.choices[0].delta.content or "" async for chunk in answer])
+                return answer.choices[0].message.content
+
+            ORDERED.blocking.clear()
+            blocker = asyncio.ensure_future(call("block"))
+            assert await asyncio.get_running_loop().run_in_executor(None, ORDERED.blocking.wait, 30)
+            low = asyncio.ensure_future(call("low"))
+            await asyncio.sleep(0.1)
+            high = asyncio.ensure_future(call("high", priority=1))
+            return await asyncio.gather(blocker, low, high)
+
+    ORDERED.order.clear()
+    assert asyncio.run(main()) == ["block", "low", "high"]
+    assert ORDERED.order == ["block", "high", "low"]
 
 
 def test_async_client_streams_and_answers(base_url):
@@ -246,6 +276,16 @@ def test_a_callable_exception_is_500_without_internals(client, caplog):
         list(client.chat.completions.create(model="failing", messages=ask("x"), stream=True))
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_streaming_callable_failing_before_its_first_piece_is_500_without_internals(client, stream):
+    with pytest.raises(openai.InternalServerError) as info:
+        answer = client.chat.completions.create(model="failing-stream", messages=ask("x"), stream=stream)
+        if stream:
+            list(answer)
+    assert info.value.status_code == 500 and "failing-stream" in info.value.message
+    assert SECRET not in json.dumps(info.value.body) and "ValueError" not in json.dumps(info.value.body)
+
+
 def test_a_failure_midway_ends_the_stream_with_an_error_event(client):
     chunks = []
     with pytest.raises(openai.APIError) as info:
@@ -255,20 +295,24 @@ def test_a_failure_midway_ends_the_stream_with_an_error_event(client):
     assert SECRET not in str(info.value)
 
 
-def test_a_full_queue_is_429_and_a_queue_timeout_503(base_url):
-    # "busy" runs one request at a time for 1 s; its queue holds one request for at most 0.3 s
+def calls_while_busy(base_url, model, others):
+    """The outcomes of a request to ``model`` and, while it runs, of ``others`` more at once."""
     async def main():
         async with openai.AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0) as client:
             def call():
-                return client.chat.completions.create(model="busy", messages=ask("x"))
+                return client.chat.completions.create(model=model, messages=ask("x"))
 
             running = asyncio.ensure_future(call())
             assert await asyncio.get_running_loop().run_in_executor(None, BUSY_RUNNING.wait, 30)
-            # while it runs: the first of these waits in the queue and times out, the others find it full
-            others = await asyncio.gather(*(call() for _ in range(3)), return_exceptions=True)
-            return [await running, *others]
+            answers = await asyncio.gather(*(call() for _ in range(others)), return_exceptions=True)
+            return [await running, *answers]
 
-    outcomes = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_a_full_queue_is_429_and_a_queue_timeout_503(base_url):
+    # "busy" runs one request at a time for 1 s; its queue holds one request for at most 0.3 s
+    outcomes = calls_while_busy(base_url, "busy", 3)
     kinds = sorted(type(outcome).__name__ for outcome in outcomes)
     assert kinds == ["ChatCompletion", "InternalServerError", "RateLimitError", "RateLimitError"], outcomes
     limited = next(o for o in outcomes if isinstance(o, openai.RateLimitError))
