@@ -188,7 +188,6 @@ class ServerRun:
             host=host,
             port=config.openai_endpoint_port(),
             grpc_target=f"{connect_host(config.grpc_address)}:{config.ports['gRPC']}",
-            http_target=f"{connect_host(config.http_address)}:{config.ports['HTTP']}",
             access_token=self._security.access_token,
             api_key=config.openai_api_key,
             models=self.openai_models(),

@@ -17,7 +17,7 @@ from typing import AsyncIterator, Callable, Dict, List, Optional
 from aiohttp import web
 
 from .contract import ModelKind, OpenAIModel
-from .errors import APIError, bad_request, not_found_model
+from .errors import APIError, bad_request, internal_error, not_found_model
 from .requests import Generation, parse_chat, parse_completion, parse_embedding
 from .responses import DONE_EVENT, Choice, Reply, embeddings_body, event
 from .upstream import Upstream
@@ -67,6 +67,9 @@ class Routes:
         except web.HTTPException as exc:  # aiohttp's own: unknown route, wrong method, body too large
             error = APIError(exc.status, exc.reason, "invalid_request_error", None, None)
             return web.json_response(error.body(), status=exc.status)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: OpenAI's 500, the traceback in the log
+            error = internal_error(exc)
+            return web.json_response(error.body(), status=error.status)
 
     def _authorize(self, request: web.Request) -> None:
         if self._expected is None:
@@ -146,6 +149,8 @@ class Routes:
                 arrived.put_nowait(_END)
             except APIError as error:
                 arrived.put_nowait(error)
+            except Exception as exc:  # noqa: BLE001 - the stream ends with an error event, not silence
+                arrived.put_nowait(internal_error(exc))
 
         reader = asyncio.ensure_future(read())
         try:
@@ -203,6 +208,8 @@ class Routes:
                     await queue.put(item)
             except APIError as error:
                 await queue.put(error)
+            except Exception as exc:  # noqa: BLE001 - as in _stream's reader: an error, not a hang
+                await queue.put(internal_error(exc))
 
         tasks = [asyncio.ensure_future(produce(choice)) for choice in choices]
         try:

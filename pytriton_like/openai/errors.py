@@ -10,7 +10,7 @@ and the status code OpenAI's clients map to their error classes (the openai pack
 import logging
 from typing import Any, Dict, Optional
 
-__all__ = ["APIError", "bad_request", "not_found_model", "from_triton", "QUEUE_FULL", "TIMED_OUT"]
+__all__ = ["APIError", "bad_request", "not_found_model", "from_triton", "internal_error", "QUEUE_FULL", "TIMED_OUT"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,12 @@ def from_triton(model: str, message: str, not_found: bool = False) -> APIError:
         return not_found_model(model)
     logger.error("model %s failed a request of the OpenAI endpoint: %s", model, message)
     return APIError(500, f"model {model!r} failed to answer; the server's log says why", "server_error", None, "model_error")
+
+
+def internal_error(exc: BaseException) -> APIError:
+    """The 500 of a failure in the endpoint itself (a bug: logged with its traceback)."""
+    logger.error("the OpenAI endpoint failed to answer a request", exc_info=exc)
+    return APIError(500, "the endpoint failed to answer; the server's log says why", "server_error", None, "internal_error")
 
 
 def not_found_model(model: str) -> APIError:

@@ -37,7 +37,7 @@ class OpenAIServer:
 
     Args:
         host, port: where it listens.
-        grpc_target, http_target: ``host:port`` of tritonserver's gRPC and HTTP endpoints.
+        grpc_target: ``host:port`` of tritonserver's gRPC endpoint.
         access_token: Triton's access token (sent with every inference call), or None.
         api_key: the key clients must send (``Authorization: Bearer``), or None.
         models: the models it serves at first, by name (:meth:`update` changes them).
@@ -52,7 +52,6 @@ class OpenAIServer:
         host: str,
         port: int,
         grpc_target: str,
-        http_target: str,
         access_token: Optional[str],
         api_key: Optional[str],
         models: Dict[str, OpenAIModel],
@@ -63,10 +62,7 @@ class OpenAIServer:
         self._process = subprocess.Popen(
             [sys.executable, "-m", SERVICE_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=os.environ.copy(),
         )
-        settings = {
-            "host": host, "port": port, "grpc_target": grpc_target, "http_target": http_target,
-            "access_token": access_token, "api_key": api_key,
-        }
+        settings = {"host": host, "port": port, "grpc_target": grpc_target, "access_token": access_token, "api_key": api_key}
         try:
             self._send(json.dumps(settings).encode() + b"\n" + _models_line(models))
             answer = self._answer()

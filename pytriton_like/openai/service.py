@@ -5,8 +5,8 @@ its work per piece does not wait for the GIL of the process whose worker threads
 callables (docs/architecture.md measures why). It speaks with its parent through its standard
 streams, one JSON object per line:
 
-- stdin, first line: ``{"host", "port", "grpc_target", "http_target", "access_token", "api_key"}``
-  (secrets travel here, not on its command line, which other users may read);
+- stdin, first line: ``{"host", "port", "grpc_target", "access_token", "api_key"}`` (secrets travel
+  here, not on its command line, which other users may read);
 - stdin, then: ``{"models": [{"name", "kind", "streaming", "max_batch_size"}, ...]}`` whenever the
   bound models change;
 - stdout: ``{"ready": true}`` once it listens, or ``{"error": "..."}`` if it cannot;
@@ -39,7 +39,7 @@ _MAX_BODY_BYTES = 16 * 1024 * 1024
 async def _serve(reader: asyncio.StreamReader) -> int:
     settings = json.loads(await reader.readline())
     models: Dict[str, OpenAIModel] = {}
-    upstream = Upstream(settings["grpc_target"], settings["http_target"], settings.get("access_token"))
+    upstream = Upstream(settings["grpc_target"], settings.get("access_token"))
     routes = Routes(upstream, lambda: models, settings.get("api_key"))
     # handler_cancellation: a client that goes away cancels its handler, hence its requests to Triton
     runner = web.AppRunner(

@@ -122,7 +122,7 @@ class TritonConfig:
             OpenAI-compatible HTTP endpoint (``/v1/models``, ``/v1/chat/completions``,
             ``/v1/completions``, ``/v1/embeddings``), off by default; ``allow_openai=True`` serves
             it on port 9000 of every interface (``openai_address`` to choose), from a process of its
-            own. Requests go through tritonserver's HTTP and gRPC endpoints to models bound with
+            own. Requests go through tritonserver's gRPC endpoint to models bound with
             :mod:`pytriton_like.openai`'s helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
             without one, an endpoint beyond loopback says so at start. See docs/openai.md.
     """
@@ -207,11 +207,10 @@ class TritonConfig:
             )
         if self.drain_secs is not None and not self.drain_secs >= 0:
             raise PyTritonValidationError(f"TritonConfig: drain_secs must be 0 or more, got {self.drain_secs}")
-        if self.allow_openai and (self.allow_http is False or self.allow_grpc is False or self.grpc_use_ssl):
+        if self.allow_openai and (self.allow_grpc is False or self.grpc_use_ssl):
             raise PyTritonValidationError(
-                "TritonConfig: allow_openai needs the HTTP endpoint and the gRPC endpoint without SSL (the OpenAI"
-                " endpoint forwards requests over them, on this machine); leave allow_http and allow_grpc on and"
-                " grpc_use_ssl off"
+                "TritonConfig: allow_openai needs the gRPC endpoint without SSL (the OpenAI endpoint forwards requests"
+                " over it, on this machine); leave allow_grpc on and grpc_use_ssl off"
             )
         _check_control_mode(self)
         self.extra_flags()  # refuses what pytriton_like controls, now rather than at run()

@@ -418,8 +418,8 @@ def test_openai_endpoint_fields():
     assert not any("openai" in arg for arg in args)
     with pytest.raises(PyTritonValidationError, match=r"openai_port must be within 1..65535, got 0"):
         TritonConfig(openai_port=0)
-    for fields in ({"allow_http": False}, {"allow_grpc": False}, {"grpc_use_ssl": True}):
-        with pytest.raises(PyTritonValidationError, match=r"allow_openai needs the HTTP endpoint and the gRPC endpoint"):
+    for fields in ({"allow_grpc": False}, {"grpc_use_ssl": True}):
+        with pytest.raises(PyTritonValidationError, match=r"allow_openai needs the gRPC endpoint without SSL"):
             TritonConfig(allow_openai=True, **fields)
 
 
