@@ -94,6 +94,18 @@ def grpc_request():
     return tensor
 
 
+def grpc_request_message():
+    """The same request as Triton's protobuf message (for raw grpc.aio stubs)."""
+    from pytriton_like.openai import GenerationRequest
+    from pytriton_like.openai.contract import ModelKind, OpenAIModel
+    from pytriton_like.openai.upstream import _request
+
+    payload = GenerationRequest(model=MODEL, messages=({"role": "user", "content": "go"},)).to_json()
+    request = _request(OpenAIModel(MODEL, ModelKind.TEXT, True, 1), "openai_request", [payload], None)
+    request.parameters["triton_enable_empty_final_response"].bool_param = True
+    return request
+
+
 async def grpc_once(client, tensor):
     started = time.perf_counter()
     first, pieces = None, 0
