@@ -1,6 +1,6 @@
 """The OpenAI endpoint's process: ``python -m pytriton_like.openai.service``, started by ``OpenAIServer``.
 
-It serves the endpoint (aiohttp, and grpc.aio towards tritonserver) on its own interpreter, so that
+It serves the endpoint (aiohttp, and gRPC over h2 towards tritonserver) on its own interpreter, so that
 its work per piece does not wait for the GIL of the process whose worker threads run your
 callables (docs/architecture.md measures why). It speaks with its parent through its standard
 streams, one JSON object per line:

@@ -1,6 +1,7 @@
-"""The endpoint's way to tritonserver: its gRPC endpoint, with ``grpc.aio`` and Triton's own messages.
+"""The endpoint's way to tritonserver: its gRPC endpoint, with Triton's own messages.
 
-One channel for the endpoint's life. A streaming model's request is written on a
+One HTTP/2 connection for the endpoint's life (:mod:`.channel`; ``grpc.aio`` cost most of the
+endpoint's CPU per piece). A streaming model's request is written on a
 ``ModelStreamInfer`` stream that carries one request at a time, and its responses are read
 until the one Triton flags final; the stream then waits for the next request, since opening one
 costs about 0.5 ms of the first piece. Cancelling a stream whose request has not ended — the
@@ -10,14 +11,13 @@ No tritonclient wrapper objects and no numpy on the way: the request is one BYTE
 the answer one BYTES element (or an FP32 matrix). docs/architecture.md says why gRPC.
 """
 
-import asyncio
 import struct
-from typing import AsyncIterator, List, Optional, Sequence, Tuple
+from typing import AsyncIterator, List, Optional, Sequence
 
-import grpc
-from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.grpc import service_pb2
 
 from ..server.security import ACCESS_TOKEN_HEADER
+from .channel import NOT_FOUND, UNAVAILABLE, Call, Channel, RpcError
 from .contract import EMBEDDING_OUTPUT, PIECE_OUTPUT, REQUEST_INPUT, TEXT_INPUT, OpenAIModel, Piece
 from .errors import APIError, from_triton
 
@@ -25,7 +25,7 @@ __all__ = ["Upstream"]
 
 _FINAL = "triton_final_response"
 _IDLE_STREAMS = 64  # streams kept open for the next requests
-_UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+_SERVICE = "/inference.GRPCInferenceService/"
 
 
 class Upstream:
@@ -37,13 +37,10 @@ class Upstream:
     """
 
     def __init__(self, target: str, access_token: Optional[str] = None):
-        self._channel = grpc.aio.insecure_channel(target, options=_UNLIMITED)
-        self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
-        self._metadata: Tuple[Tuple[str, str], ...] = ()
-        self._idle: List[object] = []  # streams whose last request ended, each for one request at a time
+        metadata = ((f"triton-grpc-protocol-{ACCESS_TOKEN_HEADER}", access_token),) if access_token else ()
+        self._channel = Channel(target, metadata)
+        self._idle: List[Call] = []  # streams whose last request ended, each for one request at a time
         self._sequence = 0
-        if access_token:
-            self._metadata = ((f"triton-grpc-protocol-{ACCESS_TOKEN_HEADER}", access_token),)
 
     async def close(self) -> None:
         """Close the channel (calls still running are cancelled)."""
@@ -54,10 +51,10 @@ class Upstream:
     async def ready(self) -> bool:
         """Whether the server reports ready."""
         try:
-            answer = await self._stub.ServerReady(service_pb2.ServerReadyRequest(), metadata=self._metadata)
-        except grpc.aio.AioRpcError:
+            answer = await self._channel.unary(_SERVICE + "ServerReady", b"")  # an empty ServerReadyRequest
+        except RpcError:
             return False
-        return answer.ready
+        return service_pb2.ServerReadyResponse.FromString(answer).ready
 
     async def stream(self, model: OpenAIModel, payload: bytes, priority: Optional[int]) -> AsyncIterator[Piece]:
         """The pieces a streaming model answers ``payload`` with; closing the iterator cancels the request.
@@ -69,17 +66,18 @@ class Upstream:
         request.parameters["triton_enable_empty_final_response"].bool_param = True
         self._sequence += 1
         request.id = str(self._sequence)
+        message = request.SerializeToString()
         while self._idle and self._idle[-1].done():  # ended meanwhile (the server stopped...)
             self._idle.pop()
-        reused = bool(self._idle)
-        call = self._idle.pop() if reused else self._open()
+        call: Optional[Call] = self._idle.pop() if self._idle else None
         finished = False
         try:
-            answer = await self._first(call, request, reused)
-            if answer is None and reused:  # the idle stream had ended meanwhile: a new one
-                call.cancel()
-                call = self._open()
-                answer = await self._first(call, request, False)
+            answer = None if call is None else await self._first(call, message, reused=True)
+            if answer is None:  # no idle stream, or it had ended meanwhile: a new one
+                if call is not None:
+                    call.cancel()
+                call = await self._channel.open(_SERVICE + "ModelStreamInfer")
+                answer = await self._first(call, message, reused=False)
             while True:
                 if answer is None:
                     raise _unavailable()
@@ -94,34 +92,30 @@ class Upstream:
                     finished = True
                     return
                 answer = await self._next(call)
-        except grpc.aio.AioRpcError as exc:
+        except RpcError as exc:
             raise _error(model, exc) from None
         finally:
-            if finished and len(self._idle) < _IDLE_STREAMS:
-                self._idle.append(call)  # for the next request: opening a stream costs ~0.5 ms of its first piece
-            else:
-                call.cancel()  # Triton cancels the request if it had not ended
+            if call is not None:
+                if finished and len(self._idle) < _IDLE_STREAMS:
+                    self._idle.append(call)  # for the next request: opening a stream costs ~0.5 ms of its first piece
+                else:
+                    call.cancel()  # Triton cancels the request if it had not ended
 
-    def _open(self):
-        return self._stub.ModelStreamInfer(metadata=self._metadata)
-
-    async def _first(self, call, request, reused: bool):
-        """The first answer to ``request`` written on ``call``; None if the stream had ended (a
-        reused one: whatever ended it)."""
+    async def _first(self, call: Call, message: bytes, reused: bool):
+        """The first answer to the request ``message`` written on ``call``; None if the stream had
+        ended (a reused one: whatever ended it)."""
         try:
-            await call.write(request)
+            await call.write(message)
             return await self._next(call)
-        except grpc.aio.AioRpcError:
+        except RpcError:
             if reused:
                 return None
             raise
-        except (grpc.aio.UsageError, asyncio.InvalidStateError):  # writing on a stream that ended
-            return None
 
     @staticmethod
-    async def _next(call):
+    async def _next(call: Call):
         answer = await call.read()
-        return None if answer is grpc.aio.EOF else answer
+        return None if answer is None else service_pb2.ModelStreamInferResponse.FromString(answer)
 
     async def answer(self, model: OpenAIModel, payload: bytes, priority: Optional[int]) -> Piece:
         """The whole answer of a non-streaming text model."""
@@ -140,9 +134,10 @@ class Upstream:
 
     async def _infer(self, model: OpenAIModel, request) -> "service_pb2.ModelInferResponse":
         try:
-            return await self._stub.ModelInfer(request, metadata=self._metadata)
-        except grpc.aio.AioRpcError as exc:
+            answer = await self._channel.unary(_SERVICE + "ModelInfer", request.SerializeToString())
+        except RpcError as exc:
             raise _error(model, exc) from None
+        return service_pb2.ModelInferResponse.FromString(answer)
 
 
 def _request(model: OpenAIModel, name: str, elements: Sequence[bytes], priority: Optional[int]):
@@ -172,8 +167,8 @@ def _unavailable() -> APIError:
     return APIError(503, "the inference server is not available; retry later", "server_error", None, "unavailable")
 
 
-def _error(model: OpenAIModel, exc: "grpc.aio.AioRpcError") -> APIError:
-    details = exc.details() or str(exc.code())
-    if exc.code() == grpc.StatusCode.UNAVAILABLE and not any(s in details for s in ("queue", "timeout")):
+def _error(model: OpenAIModel, exc: RpcError) -> APIError:
+    details = exc.details or f"gRPC status {exc.code}"
+    if exc.code == UNAVAILABLE and not any(s in details for s in ("queue", "timeout")):
         return _unavailable()
-    return from_triton(model.name, details, not_found=exc.code() == grpc.StatusCode.NOT_FOUND)
+    return from_triton(model.name, details, not_found=exc.code == NOT_FOUND)

@@ -1,0 +1,352 @@
+"""gRPC calls over one HTTP/2 connection, spoken with ``h2`` on the endpoint's event loop.
+
+The endpoint's way to Triton is gRPC, and each streamed piece is one gRPC message. ``grpc.aio``
+spent about 60 µs of CPU per message (its poller threads, then handing the message to the event
+loop); reading the frames here on the loop itself costs a fraction of that (bench/README.md,
+"The OpenAI endpoint's hop to Triton"). Only what the endpoint needs: calls of one method path
+with metadata, messages written and read as bytes (the caller (de)serialises them), a call
+cancelled (``RST_STREAM``, which Triton sees as the client cancelling), the ``grpc-status`` of
+its end. No TLS, no compression, no deadlines: the peer is the tritonserver the library started.
+"""
+
+import asyncio
+import collections
+from typing import Deque, Dict, List, Optional, Tuple
+from urllib.parse import unquote
+
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.errors import ErrorCodes
+from h2.events import (
+    ConnectionTerminated,
+    DataReceived,
+    RemoteSettingsChanged,
+    ResponseReceived,
+    StreamEnded,
+    StreamReset,
+    TrailersReceived,
+    WindowUpdated,
+)
+from h2.exceptions import H2Error
+from h2.settings import SettingCodes
+
+__all__ = ["Channel", "Call", "RpcError", "OK", "CANCELLED", "NOT_FOUND", "UNAVAILABLE", "INTERNAL"]
+
+# gRPC status codes (the ones this package names; any other arrives as its number)
+OK, CANCELLED, NOT_FOUND, INTERNAL, UNAVAILABLE = 0, 1, 5, 13, 14
+_WINDOW = 1 << 24  # what the server may send ahead, per stream (acknowledged as it is read)
+_CONNECTION_WINDOW = (1 << 31) - 1
+
+
+class RpcError(Exception):
+    """A call ended with a gRPC status other than OK.
+
+    Attributes:
+        code: the gRPC status code (``NOT_FOUND``, ``UNAVAILABLE``...).
+        details: the server's message.
+    """
+
+    def __init__(self, code: int, details: str):
+        super().__init__(f"gRPC status {code}: {details}")
+        self.code = code
+        self.details = details
+
+
+class Channel:
+    """Calls to one gRPC server (make it and use it on one event loop); connects on first use and
+    again after the connection was lost.
+
+    Args:
+        target: ``host:port``.
+        metadata: sent with every call, as ``(name, value)`` (names lower case).
+    """
+
+    def __init__(self, target: str, metadata: Tuple[Tuple[str, str], ...] = ()):
+        host, _, port = target.rpartition(":")
+        self._host, self._port = host.strip("[]"), int(port)
+        self._authority = target.encode()
+        self._metadata = [(name.encode(), value.encode()) for name, value in metadata]
+        self._connection: Optional[_Connection] = None
+        self._connecting: Optional[asyncio.Future] = None
+
+    async def open(self, path: str) -> "Call":
+        """A call of the method at ``path`` (``/package.Service/Method``), headers sent."""
+        connection = await self._connected()
+        headers = [
+            (b":method", b"POST"), (b":scheme", b"http"), (b":path", path.encode()),
+            (b":authority", self._authority), (b"content-type", b"application/grpc"), (b"te", b"trailers"),
+            *self._metadata,
+        ]
+        return connection.open(headers)
+
+    async def unary(self, path: str, message: bytes) -> bytes:
+        """The one answer of a unary call."""
+        call = await self.open(path)
+        try:
+            await call.write(message, end=True)
+            answer = await call.read()
+            if answer is None or await call.read() is not None:
+                raise RpcError(INTERNAL, "a unary call did not answer one message")
+            return answer
+        finally:
+            call.cancel()
+
+    async def close(self) -> None:
+        """Close the connection (calls still running end with ``UNAVAILABLE``)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    async def _connected(self) -> "_Connection":
+        connection = self._connection
+        if connection is not None and connection.usable:
+            return connection
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        connecting = self._connecting
+        try:
+            return await asyncio.shield(connecting)
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+
+    async def _connect(self) -> "_Connection":
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await loop.create_connection(_Connection, self._host, self._port)
+        except OSError as exc:
+            raise RpcError(UNAVAILABLE, f"cannot connect to {self._host}:{self._port}: {exc}") from None
+        self._connection = connection
+        return connection
+
+
+class Call:
+    """One gRPC call: its messages written and read in order, one reader and one writer at a time."""
+
+    def __init__(self, connection: "_Connection", stream_id: int):
+        self._connection = connection
+        self.stream_id = stream_id
+        self._messages: Deque[bytes] = collections.deque()
+        self._partial: List[bytes] = []  # the start of a message whose end has not arrived
+        self._partial_size = 0
+        self._needed = 0  # the bytes that message counts (or 5, for its length)
+        self._status: Optional[RpcError] = None  # set when the call ended (code OK included)
+        self._waiter: Optional[asyncio.Future] = None
+
+    def done(self) -> bool:
+        """Whether the call ended (its status came, it was cancelled, or the connection was lost)."""
+        return self._status is not None
+
+    async def write(self, message: bytes, end: bool = False) -> None:
+        """Send one message (``end``: the last the call will send).
+
+        Raises:
+            RpcError: the call had ended.
+        """
+        if self._status is not None:
+            raise self._status if self._status.code != OK else RpcError(CANCELLED, "the call had ended")
+        await self._connection.send(self, len(message).to_bytes(5, "big") + message, end)
+
+    async def read(self) -> Optional[bytes]:
+        """The next message; None once the call ended with OK.
+
+        Raises:
+            RpcError: the call ended with another status.
+        """
+        while not self._messages:
+            status = self._status
+            if status is not None:
+                if status.code == OK:
+                    return None
+                raise status
+            self._waiter = self._connection.loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._messages.popleft()
+
+    def cancel(self) -> None:
+        """End the call (``RST_STREAM CANCEL`` if it had not ended): the server sees it cancelled."""
+        if self._status is None:
+            self._connection.reset(self)
+            self._end(RpcError(CANCELLED, "cancelled by the client"))
+
+    # -- from the connection --
+
+    def _data(self, data: bytes) -> None:
+        """Take the bytes of a DATA frame."""
+        if self._partial:  # a message's start came before: joined once the rest is here
+            self._partial.append(data)
+            self._partial_size += len(data)
+            if self._partial_size < self._needed:
+                return False
+            data = b"".join(self._partial)
+            self._partial = []
+        offset, size = 0, len(data)
+        while size - offset >= 5:
+            if data[offset]:
+                self._connection.reset(self)
+                self._end(RpcError(INTERNAL, "the server sent a compressed message"))
+                return
+            end = offset + 5 + int.from_bytes(data[offset + 1 : offset + 5], "big")
+            if end > size:
+                break
+            self._messages.append(data[offset + 5 : end])
+            offset = end
+        if offset < size:
+            self._partial = [data[offset:]]
+            self._partial_size = size - offset
+            self._needed = end - offset if size - offset >= 5 else 5
+        if self._messages:
+            self._wake()
+
+    def _end(self, status: RpcError) -> None:
+        if self._status is None:
+            self._status = status
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class _Connection(asyncio.Protocol):
+    """The HTTP/2 connection: h2's state, the calls on it by stream id."""
+
+    def __init__(self):
+        self.loop = asyncio.get_running_loop()
+        self._h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        self._calls: Dict[int, Call] = {}
+        self._transport: Optional[asyncio.Transport] = None
+        self._lost: Optional[RpcError] = None  # why no call can start any more
+        self._window_opened: List[asyncio.Future] = []  # writers waiting for the server's window
+
+    @property
+    def usable(self) -> bool:
+        return self._lost is None
+
+    def open(self, headers) -> Call:
+        if self._lost is not None:
+            raise self._lost
+        stream_id = self._h2.get_next_available_stream_id()
+        call = self._calls[stream_id] = Call(self, stream_id)
+        self._h2.send_headers(stream_id, headers)
+        self._flush()
+        return call
+
+    async def send(self, call: Call, data: bytes, end: bool) -> None:
+        h2 = self._h2
+        while True:
+            if call._status is not None:  # ended (reset, lost) while waiting for the window
+                raise call._status if call._status.code != OK else RpcError(CANCELLED, "the call had ended")
+            size = min(len(data), h2.local_flow_control_window(call.stream_id), h2.max_outbound_frame_size)
+            if size == len(data):
+                h2.send_data(call.stream_id, data, end_stream=end)
+                self._flush()
+                return
+            if size:
+                h2.send_data(call.stream_id, data[:size])
+                self._flush()
+                data = data[size:]
+            else:
+                opened = self.loop.create_future()
+                self._window_opened.append(opened)
+                await opened
+
+    def reset(self, call: Call) -> None:
+        self._calls.pop(call.stream_id, None)
+        if self._lost is None:
+            try:
+                self._h2.reset_stream(call.stream_id, ErrorCodes.CANCEL)
+            except H2Error:  # already closed on h2's side
+                pass
+            self._flush()
+
+    def close(self) -> None:
+        self._fail(RpcError(UNAVAILABLE, "the channel was closed"))
+        if self._transport is not None:
+            self._transport.close()
+
+    def _flush(self) -> None:
+        data = self._h2.data_to_send()
+        if data and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
+
+    def _fail(self, status: RpcError) -> None:
+        if self._lost is None:
+            self._lost = status
+        calls, self._calls = self._calls, {}
+        for call in calls.values():
+            call._end(status)
+        self._open_window()
+
+    def _open_window(self) -> None:
+        waiting, self._window_opened = self._window_opened, []
+        for opened in waiting:
+            if not opened.done():
+                opened.set_result(None)
+
+    # -- asyncio.Protocol --
+
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+        h2 = self._h2
+        h2.initiate_connection()
+        h2.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: _WINDOW})
+        h2.increment_flow_control_window(_CONNECTION_WINDOW - 65535)
+        self._flush()
+
+    def connection_lost(self, exc) -> None:
+        self._fail(RpcError(UNAVAILABLE, f"the connection to the server was lost{f': {exc}' if exc else ''}"))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            events = self._h2.receive_data(data)
+        except H2Error as exc:
+            self._fail(RpcError(UNAVAILABLE, f"HTTP/2 protocol error from the server: {exc}"))
+            self._transport.close()
+            return
+        calls = self._calls
+        for event in events:
+            if type(event) is DataReceived:
+                call = calls.get(event.stream_id)
+                self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                if call is not None:
+                    call._data(event.data)
+            elif type(event) in (ResponseReceived, TrailersReceived):
+                call = calls.get(event.stream_id)
+                if call is not None:
+                    self._headers(call, event.headers)
+            elif type(event) is StreamEnded:
+                call = calls.pop(event.stream_id, None)
+                if call is not None:  # ended without grpc-status
+                    call._end(RpcError(INTERNAL, "the server ended the call without a gRPC status"))
+            elif type(event) is StreamReset:
+                call = calls.pop(event.stream_id, None)
+                if call is not None:
+                    call._end(RpcError(UNAVAILABLE if event.error_code == ErrorCodes.REFUSED_STREAM else CANCELLED,
+                                       f"the server reset the call (HTTP/2 error {event.error_code})"))
+            elif type(event) in (WindowUpdated, RemoteSettingsChanged):  # the server's window may have grown
+                self._open_window()
+            elif type(event) is ConnectionTerminated:  # GOAWAY: calls after last_stream_id never ran
+                self._lost = RpcError(UNAVAILABLE, "the server is going away")
+                for stream_id in [s for s in calls if s > (event.last_stream_id or 0)]:
+                    calls.pop(stream_id)._end(self._lost)
+        self._flush()
+
+    def _headers(self, call: Call, headers) -> None:
+        """Response headers or trailers: the call's end when they carry its status."""
+        values = dict(headers)
+        status = values.get(b":status")
+        if status is not None and status != b"200":
+            self.reset(call)
+            call._end(RpcError(UNAVAILABLE, f"the server answered HTTP status {status.decode()}"))
+            return
+        code = values.get(b"grpc-status")
+        if code is None:
+            return
+        self._calls.pop(call.stream_id, None)
+        details = unquote(values.get(b"grpc-message", b"").decode("utf-8", "replace"))
+        call._end(RpcError(int(code) if code.isdigit() else 2, details))  # 2: UNKNOWN
