@@ -201,14 +201,16 @@ async def measure_round(ports, number, requests, seconds):
 
 
 def wait_ready(port, timeout_s=120):
+    """Until the endpoint lists the model (it starts with Triton, before the model is bound)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
-                if answer.status == 200:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as answer:
+                if any(model["id"] == MODEL for model in json.load(answer)["data"]):
                     return
         except OSError:
-            time.sleep(0.2)
+            pass
+        time.sleep(0.2)
     raise SystemExit("the server did not start")
 
 

@@ -88,10 +88,12 @@ class OpenAIServer:
         self.close()
 
     def update(self, models: Dict[str, OpenAIModel]) -> None:
-        """Serve ``models`` from now on (the bound models changed)."""
+        """Serve ``models`` from now on (the bound models changed); returns once the endpoint does."""
         try:
-            self._send(_models_line(models))
-        except OSError as exc:
+            with self._lock:
+                self._send(_models_line(models))
+                self._answer()
+        except (OSError, ValueError, PyTritonServerError) as exc:
             logger.warning("cannot tell the OpenAI endpoint the models (it exited?): %s", exc)
 
     def close(self) -> None:
@@ -112,12 +114,11 @@ class OpenAIServer:
             self._process.stdout.close()
 
     def _send(self, data: bytes) -> None:
-        with self._lock:
-            self._process.stdin.write(data)
-            self._process.stdin.flush()
+        self._process.stdin.write(data)
+        self._process.stdin.flush()
 
     def _answer(self) -> dict:
-        """The process's first line, waited for up to the start timeout."""
+        """The process's next line, waited for up to the start timeout."""
         stdout = self._process.stdout
         deadline = time.monotonic() + _START_TIMEOUT_S
         while True:

@@ -7,9 +7,11 @@ streams, one JSON object per line:
 
 - stdin, first line: ``{"host", "port", "grpc_target", "access_token", "api_key"}`` (secrets travel
   here, not on its command line, which other users may read);
-- stdin, then: ``{"models": [{"name", "kind", "streaming", "max_batch_size"}, ...]}`` whenever the
-  bound models change;
-- stdout: ``{"ready": true}`` once it listens, or ``{"error": "..."}`` if it cannot;
+- stdin, then: ``{"models": [{"name", "kind", "streaming", "max_batch_size"}, ...]}``, the models
+  served at first (read before it listens), then again whenever the bound models change;
+- stdout: ``{"ready": true}`` once it listens, or ``{"error": "..."}`` if it cannot; then
+  ``{"models": N}`` once it serves the models of each later line (the parent waits for it, so that
+  a model bound is on the endpoint when ``bind`` returns);
 - end of stdin (the parent closed it, or died — even by SIGKILL): it stops accepting requests,
   cancels the streams still open after a short grace, and exits.
 
@@ -38,7 +40,7 @@ _MAX_BODY_BYTES = 16 * 1024 * 1024
 
 async def _serve(reader: asyncio.StreamReader) -> int:
     settings = json.loads(await reader.readline())
-    models: Dict[str, OpenAIModel] = {}
+    models: Dict[str, OpenAIModel] = catalog_from_json(json.loads(await reader.readline())["models"])
     upstream = Upstream(settings["grpc_target"], settings.get("access_token"))
     routes = Routes(upstream, lambda: models, settings.get("api_key"))
     # handler_cancellation: a client that goes away cancels its handler, hence its requests to Triton
@@ -62,6 +64,7 @@ async def _serve(reader: asyncio.StreamReader) -> int:
             message = json.loads(line)
             if "models" in message:
                 models = catalog_from_json(message["models"])
+                _say({"models": len(models)})
     finally:
         await runner.cleanup()
         await upstream.close()

@@ -38,6 +38,15 @@ def test_without_a_key_beyond_loopback_it_says_so_and_stop_leaves_nothing(caplog
     assert endpoint_processes() == before
 
 
+def test_a_model_bound_while_serving_is_on_the_endpoint_when_bind_returns():
+    config = free_config(allow_openai=True, openai_port=free_port(), openai_address="127.0.0.1")
+    with Triton(config=config) as triton:
+        with openai.OpenAI(base_url=f"http://127.0.0.1:{config.openai_port}/v1", api_key="any") as client:
+            for number in range(3):  # each asked at once: no time for the endpoint to catch up
+                bind_chat_model(triton, f"chat-{number}", tiny_chat)
+                assert client.chat.completions.create(model=f"chat-{number}", messages=ask("x")).choices
+
+
 def test_off_by_default():
     before = endpoint_processes()
     with Triton(config=free_config()) as triton:
