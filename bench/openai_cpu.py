@@ -3,7 +3,7 @@
 
 Starts the same server (``--token-ms`` per piece), streams with 16 clients for ``--seconds`` on
 one path (``openai``: ``/v1/chat/completions``; ``grpc``: Triton's gRPC stream), and prints, from
-``/proc/<pid>/stat`` before and after, the CPU each process spent per piece: your process (the
+the processes' CPU times before and after, the CPU each process spent per piece: your process (the
 worker), tritonserver, the endpoint's process (and each of its threads), and this client. Where
 the endpoint's time goes, as a number: the costs in bench/README.md ("The OpenAI endpoint's hop
 to Triton") come from it.
@@ -13,7 +13,6 @@ Usage: .venv/bin/python bench/openai_cpu.py openai|grpc [--seconds 8] [--token-m
 
 import argparse
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -23,20 +22,17 @@ import psutil
 from servers import free_ports
 
 
-def cpu_seconds(stat_path: str) -> float:
-    with open(stat_path) as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(process: psutil.Process) -> float:
+    return sum(process.cpu_times()[:2])
 
 
-def threads(pid: int) -> dict:
+def threads(process: psutil.Process) -> dict:
     """{(thread id, name): CPU seconds} of one process."""
     found = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    for thread in process.threads():
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as comm:
-                name = comm.read().strip()
-            found[(tid, name)] = cpu_seconds(f"/proc/{pid}/task/{tid}/stat")
+            with open(f"/proc/{process.pid}/task/{thread.id}/comm") as comm:
+                found[(thread.id, comm.read().strip())] = thread.user_time + thread.system_time
         except OSError:  # ended meanwhile
             pass
     return found
@@ -61,20 +57,20 @@ def main() -> None:
                                *map(str, ports)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         openai_endpoint.wait_ready(ports[3])
-        processes = {"your process": server.pid, "client (this one)": os.getpid()}
+        processes = {"your process": psutil.Process(server.pid), "client (this one)": psutil.Process()}
         for child in psutil.Process(server.pid).children(recursive=True):
             cmdline = " ".join(child.cmdline())
             processes["tritonserver" if "tritonserver" in cmdline else "OpenAI endpoint" if "openai.service" in cmdline
-                      else f"{os.path.basename(child.cmdline()[0])} {child.pid}"] = child.pid
+                      else f"{child.name()} {child.pid}"] = child
         asyncio.run(rate(ports, args.path, 2))  # warm-up
         endpoint = processes.get("OpenAI endpoint")
-        before = {name: cpu_seconds(f"/proc/{pid}/stat") for name, pid in processes.items()}
+        before = {name: cpu_seconds(process) for name, process in processes.items()}
         threads_before = threads(endpoint) if endpoint else {}
         tokens_per_s = asyncio.run(rate(ports, args.path, args.seconds))
         pieces = tokens_per_s * args.seconds
         print(f"{args.path}, {args.token_ms} ms per token, 16 streams: {tokens_per_s:,.0f} tokens/s; CPU per piece:")
-        for name, pid in processes.items():
-            print(f"  {name:20} {(cpu_seconds(f'/proc/{pid}/stat') - before[name]) / pieces * 1e6:6.1f} µs")
+        for name, process in processes.items():
+            print(f"  {name:20} {(cpu_seconds(process) - before[name]) / pieces * 1e6:6.1f} µs")
         if endpoint:
             for key, spent in threads(endpoint).items():
                 used = (spent - threads_before.get(key, 0.0)) / pieces * 1e6

@@ -91,7 +91,7 @@ class Channel:
         finally:
             call.cancel()
 
-    async def close(self) -> None:
+    def close(self) -> None:
         """Close the connection (calls still running end with ``UNAVAILABLE``)."""
         connection, self._connection = self._connection, None
         if connection is not None:
@@ -143,8 +143,6 @@ class Call:
         Raises:
             RpcError: the call had ended.
         """
-        if self._status is not None:
-            raise self._status if self._status.code != OK else RpcError(CANCELLED, "the call had ended")
         await self._connection.send(self, len(message).to_bytes(5, "big") + message, end)
 
     async def read(self) -> Optional[bytes]:
@@ -180,7 +178,7 @@ class Call:
             self._partial.append(data)
             self._partial_size += len(data)
             if self._partial_size < self._needed:
-                return False
+                return
             data = b"".join(self._partial)
             self._partial = []
         offset, size = 0, len(data)
@@ -239,7 +237,7 @@ class _Connection(asyncio.Protocol):
     async def send(self, call: Call, data: bytes, end: bool) -> None:
         h2 = self._h2
         while True:
-            if call._status is not None:  # ended (reset, lost) while waiting for the window
+            if call._status is not None:  # ended (before, or while waiting for the window)
                 raise call._status if call._status.code != OK else RpcError(CANCELLED, "the call had ended")
             size = min(len(data), h2.local_flow_control_window(call.stream_id), h2.max_outbound_frame_size)
             if size == len(data):

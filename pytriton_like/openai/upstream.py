@@ -46,7 +46,7 @@ class Upstream:
         """Close the channel (calls still running are cancelled)."""
         while self._idle:
             self._idle.pop().cancel()
-        await self._channel.close()
+        self._channel.close()
 
     async def ready(self) -> bool:
         """Whether the server reports ready."""

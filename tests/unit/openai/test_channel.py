@@ -58,7 +58,7 @@ async def serving(body, echo=None, metadata=()):
     try:
         return await body(channel, echo)
     finally:
-        await channel.close()
+        channel.close()
         await server.stop(None)
 
 
@@ -147,7 +147,7 @@ def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_a
             await server.start()
             return caught.value.code, refused.value.code, await channel.unary(f"/{SERVICE}/Echo", b"back")
         finally:
-            await channel.close()
+            channel.close()
             await server.stop(None)
 
     codes = asyncio.run(body())
