@@ -23,9 +23,9 @@ from pytriton_like.model_config.triton_model_config import TensorSpec
 from pytriton_like.proxy.types import Request
 from pytriton_like.relay.protocol import decode_batch, encode_batch
 from pytriton_like.relay.shm import Arena
-from pytriton_like.worker.calling import BatchCall
-from pytriton_like.worker.handling import BatchHandler
-from pytriton_like.worker.outputs import OutputChecker
+from pytriton_like.relay_server.calling import BatchCall
+from pytriton_like.relay_server.handling import BatchHandler
+from pytriton_like.relay_server.outputs import OutputChecker
 
 LOOPS = 5_000
 

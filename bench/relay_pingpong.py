@@ -2,7 +2,7 @@
 """The worker thread's CPU per batch through the real socket, without tritonserver.
 
 A stand-in backend (the reference encoder, relay/protocol.py) in this process sends a BATCH of N
-`[1, 8]` FP32 requests to an InstanceWorker serving `Double` (y = 2x, @batch) in a child process,
+`[1, 8]` FP32 requests to an BatchServer serving `Double` (y = 2x, @batch) in a child process,
 waits for the RESULT and sends the next: one batch in flight, as the C backend does. Prints the
 worker thread's CPU time per batch (from /proc/<pid>/task/<tid>/schedstat: what the kernel ran it,
 system calls and wake-ups included) and the round trip. CPU time moves less with the machine's
@@ -34,13 +34,13 @@ def thread_cpu_ns(tid: int) -> int:
 
 
 def serve(address: str) -> None:
-    """The child: one InstanceWorker; reports its thread's CPU between "start" and "stop" on stdin."""
+    """The child: one BatchServer; reports its thread's CPU between "start" and "stop" on stdin."""
     from pytriton_like.decorators import batch
     from pytriton_like.model_config.triton_model_config import TensorSpec
-    from pytriton_like.worker.calling import BatchCall
-    from pytriton_like.worker.handling import BatchHandler
-    from pytriton_like.worker.instance import InstanceWorker
-    from pytriton_like.worker.outputs import OutputChecker
+    from pytriton_like.relay_server.calling import BatchCall
+    from pytriton_like.relay_server.handling import BatchHandler
+    from pytriton_like.relay_server.batch import BatchServer
+    from pytriton_like.relay_server.outputs import OutputChecker
 
     @batch
     def double(x):
@@ -48,7 +48,7 @@ def serve(address: str) -> None:
 
     checker = OutputChecker([TensorSpec(name="y", shape=(-1,), dtype=np.float32)], True, False)
     handler = BatchHandler("Double", checker, on_unrecoverable=lambda error: None)
-    worker = InstanceWorker(handler=handler, call=BatchCall(double), address="unix://" + address)
+    worker = BatchServer(handler=handler, call=BatchCall(double), address="unix://" + address)
     tid = worker._thread.native_id  # noqa: SLF001 - the thread whose CPU is measured
     print("ready", flush=True)
     sys.stdin.readline()

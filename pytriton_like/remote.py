@@ -25,12 +25,11 @@ from typing import Callable, List, Optional, Sequence, Union
 from .access_tokens import read_token
 from .exceptions import PyTritonInvalidOperationError, PyTritonServerError
 from .model_config import ModelConfig, Tensor
-from .models.binding import bound_model_config
+from .models.bindings import BoundModels, bound_model_config
 from .models.worker_process import check_not_in_worker
-from .worker.options import WorkerOptions
+from .models.worker_options import WorkerOptions
 from .models.loopback import LoopbackClients
 from .models.model import Model
-from .models.registry import BoundModels
 from .server.config import DEFAULT_RELAY_SPIN_US
 from .server.control import ControlError, ServerControl
 from .server.management import ServerModels

@@ -42,7 +42,7 @@ from .server.signals import StopRequests
 from .server.workspace import Workspace
 from .serving import Serving
 from .startup import ServerRun, resolve_options
-from .worker.options import WorkerInfo, WorkerOptions
+from .models.worker_options import WorkerInfo, WorkerOptions
 
 if TYPE_CHECKING:
     from .runner import TritonRunner

@@ -1,7 +1,7 @@
 """An experiment, not the library: how fast the relay would be if the worker's Python cost nothing.
 
 Put this folder first on a pytriton_like server's path and Python imports it at start-up; it
-replaces the worker's batch handling (``InstanceWorker._handle``) for `bench/serve_double.py`'s
+replaces the worker's batch handling (``BatchServer._handle``) for `bench/serve_double.py`'s
 ``Double`` model (one FP32 input ``x``, one FP32 output ``y`` = 2x, inline tensors) with the
 least Python that can answer. ``BENCH_MINIMAL`` says how much is replaced:
 
@@ -30,9 +30,9 @@ import numpy as np
 from pytriton_like.proxy.types import Request
 from pytriton_like.relay.codec import decode_batch
 from pytriton_like.relay.wire_format import HEADER, PROTOCOL_VERSION, REQUEST, RESPONSE, TENSOR, Kind
-from pytriton_like.worker import instance
+from pytriton_like.relay_server import instance
 
-_HANDLE = instance.InstanceWorker._handle
+_HANDLE = instance.BatchServer._handle
 _FLOAT32 = np.dtype(np.float32)
 _TWO = np.float32(2)
 _PADDING = [bytes(n) for n in range(64)]
@@ -107,6 +107,6 @@ def _minimal_result(self, peer, body, fd):
     return _result(batch.batch_id, batch.slot, [response["y"] for response in responses]), None
 
 
-instance.InstanceWorker._handle = {"all": _minimal, "codec": _minimal_codec, "result": _minimal_result}[
+instance.BatchServer._handle = {"all": _minimal, "codec": _minimal_codec, "result": _minimal_result}[
     os.environ.get("BENCH_MINIMAL", "all")
 ]

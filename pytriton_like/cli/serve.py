@@ -21,8 +21,8 @@ from ..exceptions import PyTritonError
 from ..model_config import ModelConfig, Tensor
 from ..proxy.types import Request
 from ..server.config import TritonConfig
-from ..worker.calling import BatchCall
-from ..worker.hints import is_decorated
+from ..relay_server.calling import BatchCall
+from ..relay_server.hints import is_decorated
 
 __all__ = ["serve_target", "load_target", "parse_tensor", "inputs_from_signature", "outputs_from_a_call", "CliError"]
 

@@ -1,27 +1,154 @@
 """What one ``Triton`` has bound: its models (by name and version) and ensembles, checked as they come.
 
-``bind()`` and ``bind_ensemble()`` build their specs here; names must not clash with each other
-or with the models of the user's model repository (Triton needs unique names).
+``bind()`` and ``bind_ensemble()`` build their specs here (:func:`bound_model_config` turns
+``bind()``'s arguments into a checked config, which ``RemoteTriton`` uses too); names must not
+clash with each other or with the models of the user's model repository (Triton needs unique
+names). :class:`BoundModels` keeps the models by name and version, and writes the config.pbtxt
+their versions share.
 """
 
+import copy
+import dataclasses
 import logging
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+import pathlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..exceptions import PyTritonInvalidOperationError, PyTritonValidationError
 from ..model_config import ModelConfig, Tensor
 from ..model_config.ensemble import EnsembleConfig, EnsembleStep, validate_ensemble
 from ..model_config.names import check_model_name
-from ..model_config.triton_model_config import TritonModelConfig, resolve_tensors
+from ..model_config.common import DeviceKind
+from ..model_config.triton_model_config import ResponseCache, TritonModelConfig, resolve_tensors
+from ..model_config.validation import validate_config
 from ..tracing import model_tracer
-from ..worker.hints import signature_warning
-from ..worker.options import WorkerOptions
-from .binding import bound_model_config
+from ..relay_server.hints import signature_warning
 from .model import Model
-from .registry import BoundModels
+from .repository import remove_model_entry, write_model_config
+from .worker_options import WorkerOptions, check_workers
 
-__all__ = ["Bindings"]
+__all__ = ["Bindings", "BoundModels", "bound_model_config"]
 
 logger = logging.getLogger(__name__)
+
+
+def bound_model_config(
+    model_name: str,
+    infer_func: Union[Callable, Sequence[Callable]],
+    inputs: Sequence[Tensor],
+    outputs: Sequence[Tensor],
+    model_version: int,
+    config: Optional[ModelConfig],
+    workers: int = 1,
+) -> Tuple[TritonModelConfig, List[Callable]]:
+    """The checked configuration of a model bound with these arguments, and its callables (one per
+    instance: with ``workers`` > 1 the one callable, once per worker process).
+
+    Raises:
+        PyTritonValidationError: a bad name, tensor spec, callable or configuration.
+    """
+    check_model_name(model_name)
+    funcs = list(infer_func) if isinstance(infer_func, (list, tuple)) else [infer_func]
+    if not funcs:
+        raise PyTritonValidationError(f"model {model_name!r}: infer_func is an empty list")
+    for func in funcs:
+        if not callable(func):
+            raise PyTritonValidationError(
+                f"model {model_name!r}: infer_func must be callable, got {type(func).__name__}: {func!r}"
+            )
+    check_workers(model_name, workers, tuple(funcs))
+    funcs = funcs * workers
+    config = config or ModelConfig()
+    try:
+        model_config = TritonModelConfig(
+            model_name=model_name,
+            model_version=model_version,
+            max_batch_size=config.max_batch_size if config.batching else 0,
+            batching=config.batching,
+            # a copy: DynamicBatcher is mutable (as PyTriton's), the bound model's must not change
+            batcher=copy.deepcopy(config.batcher) if config.batching and config.sequence_batcher is None else None,
+            instance_group={DeviceKind.KIND_CPU: len(funcs)},
+            decoupled=config.decoupled,
+            inputs=resolve_tensors(inputs, "INPUT"),
+            outputs=resolve_tensors(outputs, "OUTPUT"),
+            response_cache=ResponseCache(enable=True) if config.response_cache else None,
+            sequence_batcher=config.sequence_batcher,
+            model_warmup=copy.deepcopy(config.model_warmup) or None,
+        )
+    except TypeError as exc:
+        raise PyTritonValidationError(f"model {model_name!r}: {exc}") from None
+    validate_config(model_config)
+    return model_config, funcs
+
+
+class BoundModels:
+    """Every bound :class:`Model` (one per name and version).
+
+    The versions of one name share one config.pbtxt (Triton has one per model), so they must
+    agree on everything in it but the version; its ``version_policy`` serves every bound version.
+    """
+
+    def __init__(self):
+        self._models: Dict[str, Dict[int, Model]] = {}
+
+    def __iter__(self) -> Iterator[Model]:
+        return (model for versions in self._models.values() for model in versions.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._models
+
+    def names(self) -> List[str]:
+        """The bound model names, in binding order."""
+        return list(self._models)
+
+    def check(self, model: Model) -> None:
+        """Raise if ``model`` cannot be added: its name and version are bound, or its config differs.
+
+        Raises:
+            PyTritonInvalidOperationError: this name and version are bound already.
+            PyTritonValidationError: another version of the name has another configuration.
+        """
+        versions = self._models.get(model.name)
+        if not versions:
+            return
+        if model.version in versions:
+            raise PyTritonInvalidOperationError(f"model {model.name!r} version {model.version} is bound already")
+        bound = next(iter(versions.values()))
+        differences = _differences(bound, model)
+        if differences:
+            raise PyTritonValidationError(
+                f"model {model.name!r} version {model.version}: the versions of a model share one config.pbtxt, "
+                f"so they must be bound with the same inputs, outputs, config and number of callables; "
+                f"version {bound.version} differs in {', '.join(differences)}"
+            )
+
+    def add(self, model: Model) -> None:
+        """Add ``model`` (see :meth:`check`)."""
+        self.check(model)
+        self._models.setdefault(model.name, {})[model.version] = model
+
+    def remove(self, model: Model) -> None:
+        """Forget ``model``; the caller tears it down."""
+        versions = self._models.get(model.name, {})
+        versions.pop(model.version, None)
+        if not versions:
+            self._models.pop(model.name, None)
+
+    def write_config(self, repository: pathlib.Path, name: str) -> None:
+        """Write ``name``'s config.pbtxt for its bound versions, or remove its folder if none is left."""
+        versions = self._models.get(name)
+        if not versions:
+            remove_model_entry(repository, name)
+            return
+        write_model_config(repository, next(iter(versions.values())).config, sorted(versions))
+
+
+def _differences(bound: Model, new: Model) -> List[str]:
+    """Names of the config fields in which ``new`` differs from ``bound``, the version aside."""
+    return [
+        field.name
+        for field in dataclasses.fields(bound.config)
+        if field.name != "model_version" and getattr(bound.config, field.name) != getattr(new.config, field.name)
+    ]
 
 
 class Bindings:

@@ -9,8 +9,8 @@ from ..triton_context import TritonContext, attach_triton_context
 from ..model_config.triton_model_config import TritonModelConfig
 from ..relay.settings import RelaySettings
 from ..relay.transport import UNIX_SCHEME
-from ..worker.options import WorkerInfo, WorkerOptions
-from ..worker.strategy import Worker, start_instance
+from .worker_options import WorkerInfo, WorkerOptions
+from ..relay_server.strategy import RelayServer, start_model_instance
 from .repository import remove_version_entry, write_version_entry
 from .warmup import warm_up
 from .worker_pool import WorkerPool
@@ -59,7 +59,7 @@ class Model:
         self._tag = tag
         self.processes = workers > 1  # the instances are worker processes (else threads of this process)
         self._worker_options = worker_options or WorkerOptions()
-        self._workers: List[Worker] = []
+        self._servers: List[RelayServer] = []  # the relay servers of the instances, when threads of this process
         self._pool: Optional[WorkerPool] = None
 
     @property
@@ -98,8 +98,8 @@ class Model:
             self._start_processes(paths, on_unrecoverable, shm_limit, loopback, on_availability)
         else:
             for infer_func, path in zip(self._infer_funcs, paths):
-                self._workers.append(
-                    start_instance(
+                self._servers.append(
+                    start_model_instance(
                         config=self.config,
                         infer_func=infer_func,
                         strict=self.strict,
@@ -168,17 +168,17 @@ class Model:
 
     def is_alive(self) -> bool:
         """Whether its workers run (set up and not torn down)."""
-        return bool(self._workers) or self._pool is not None
+        return bool(self._servers) or self._pool is not None
 
     def busy(self) -> bool:
         """Whether any of its workers is handling a batch."""
-        return any(worker.busy for worker in self._workers) or (self._pool is not None and self._pool.busy())
+        return any(server.busy() for server in self._servers) or (self._pool is not None and self._pool.busy())
 
     def teardown(self, repository: pathlib.Path) -> None:
         """Stop the workers and remove the version's folder; the server must have unloaded the model."""
-        for worker in self._workers:
-            worker.close()
-        self._workers = []
+        for server in self._servers:
+            server.close()
+        self._servers = []
         if self._pool is not None:
             self._pool.close()
             self._pool = None

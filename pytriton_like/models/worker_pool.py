@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonUnrecoverableError, PyTritonValidationError
 from ..relay.transport import UNIX_SCHEME
-from ..worker.options import WorkerOptions
+from .worker_options import WorkerOptions
 from .worker_process import WORKER_ENV, Ready, SetupFailed, Stop, Unrecoverable, WorkerSpec, worker_main
 
 __all__ = ["WorkerPool"]

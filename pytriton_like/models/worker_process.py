@@ -19,8 +19,8 @@ from typing import Any, Callable, List, Optional
 from ..exceptions import PyTritonInvalidOperationError
 from ..model_config.triton_model_config import TritonModelConfig
 from ..tracing import model_tracer
-from ..worker.options import WorkerInfo
-from ..worker.strategy import start_instance
+from .worker_options import WorkerInfo
+from ..relay_server.strategy import start_model_instance
 from .loopback import LoopbackClients
 from .warmup import warm_up
 
@@ -166,7 +166,7 @@ def _start(spec: WorkerSpec, conn: Any, loopback: Optional[LoopbackClients], bus
     def on_unrecoverable(error: BaseException) -> None:
         conn.send(Unrecoverable(str(error)))
 
-    return start_instance(
+    return start_model_instance(
         config=spec.config,
         infer_func=infer_func,
         strict=spec.strict,

@@ -136,11 +136,11 @@ def test_a_declared_output_left_out_is_an_error_naming_it_with_strict(server):
 
 
 def test_a_declared_output_left_out_is_a_warning_once_per_model_without_strict(server, caplog):
-    with caplog.at_level(logging.WARNING, logger="pytriton_like.worker.outputs"):
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.relay_server.outputs"):
         with ModelClient(url_of(server, "http"), "LooseAddOnly") as client:
             for _ in range(3):
                 assert list(client.infer_batch(ONES, ONES)) == ["add"]
-    assert [record.getMessage() for record in caplog.records if record.name == "pytriton_like.worker.outputs"] == [
+    assert [record.getMessage() for record in caplog.records if record.name == "pytriton_like.relay_server.outputs"] == [
         "model LooseAddOnly: declared output 'sub' missing from the inference callable's result (it returned: add);"
         " clients get no such output. bind(..., strict=True) makes this an error; this warning is not repeated"
     ]

@@ -365,7 +365,7 @@ def test_a_malformed_answer_fails_its_batch_and_the_server_goes_on(monkeypatch, 
     # The backend inside tritonserver checks the whole answer before it responds: a damaged one
     # fails that batch with an error and nothing else (native/wire.c; fuzzed by `make fuzz`).
     from pytriton_like.relay import protocol
-    from pytriton_like.worker import handling
+    from pytriton_like.relay_server import handling
 
     def damaging(batch_id, slot, responses, **options):
         parts, replaced = protocol.encode_result(batch_id, slot, responses, **options)

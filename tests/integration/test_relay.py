@@ -24,11 +24,11 @@ from pytriton_like.relay.protocol import (
 )
 from pytriton_like.relay.shm import Arena, map_received
 from pytriton_like.relay.transport import connect
-from pytriton_like.worker.calling import BatchCall, ResponseStream
-from pytriton_like.worker.handling import DEFAULT_SHM_THRESHOLD, BatchHandler
-from pytriton_like.worker.instance import InstanceWorker
-from pytriton_like.worker.outputs import OutputChecker
-from pytriton_like.worker.stream import StreamWorker
+from pytriton_like.relay_server.calling import BatchCall, ResponseStream
+from pytriton_like.relay_server.handling import DEFAULT_SHM_THRESHOLD, BatchHandler
+from pytriton_like.relay_server.batch import BatchServer
+from pytriton_like.relay_server.outputs import OutputChecker
+from pytriton_like.relay_server.stream import StreamServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -92,9 +92,9 @@ def serve(sockets):
         handler = BatchHandler("M", OutputChecker(outputs, batching=True, strict=strict),
                                (unrecoverable if unrecoverable is not None else []).append, threshold)
         if stream:
-            worker = StreamWorker(handler=handler, stream=ResponseStream(call), address=address)
+            worker = StreamServer(handler=handler, stream=ResponseStream(call), address=address)
         else:
-            worker = InstanceWorker(handler=handler, call=BatchCall(call), address=address)
+            worker = BatchServer(handler=handler, call=BatchCall(call), address=address)
         made.append(worker)
         backend = Backend(address)
         backends.append(backend)
@@ -323,6 +323,6 @@ def test_cancel_ends_a_stream_with_a_final_result(serve):
     while not backend.receive().final:
         assert time.monotonic() < deadline
     deadline = time.monotonic() + 5
-    while worker.busy:
+    while worker.busy():
         assert time.monotonic() < deadline
         time.sleep(0.01)

@@ -29,8 +29,8 @@ LAYERS: List[List[str]] = [
     # the decorators and the context the serving side hands to callables
     ["pytriton_like._decorator_utils", "pytriton_like._decorator_rows", "pytriton_like.triton_context",
      "pytriton_like.decorators"],
-    # the worker end of the relay, in the user's process
-    ["pytriton_like.worker"],
+    # the relay servers: the user-process end of each model instance (in the user process or a worker process)
+    ["pytriton_like.relay_server"],
     # the tritonserver process, its config and control calls
     ["pytriton_like.server"],
     # bound models: repository entries, workers, the loopback clients

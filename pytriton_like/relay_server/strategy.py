@@ -1,22 +1,30 @@
 """The one place that picks how a model instance is served, from what the model config says."""
 
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Protocol
 
 from ..model_config.triton_model_config import TritonModelConfig
 from ..tracing import traced
 from ..triton_context import ModelCalls, TritonContext, attach_triton_context
+from .batch import BatchServer
 from .calling import BatchCall, ResponseStream
 from .handling import BatchHandler
-from .instance import InstanceWorker
 from .outputs import OutputChecker
-from .stream import StreamWorker
+from .stream import StreamServer
 
-__all__ = ["start_instance", "start_worker", "Worker"]
-
-Worker = Union[InstanceWorker, StreamWorker]
+__all__ = ["RelayServer", "start_model_instance", "start_relay_server"]
 
 
-def start_worker(
+class RelayServer(Protocol):
+    """The user-process end of one model instance's relay, whichever kind serves it."""
+
+    def busy(self) -> bool:
+        """Whether a batch is being handled (a callable runs, or a stream goes on)."""
+
+    def close(self) -> None:
+        """Stop serving; what runs is waited for only a while."""
+
+
+def start_relay_server(
     *,
     infer_func: Callable,
     decoupled: bool,
@@ -24,22 +32,27 @@ def start_worker(
     address: str,
     shm_limit: Optional[int] = None,
     busy_flag: Optional[Any] = None,
-) -> Worker:
-    """A running worker for one instance, its socket bound at ``address``.
+) -> RelayServer:
+    """A running relay server for one instance, its socket bound at ``address``.
 
     Decoupled models stream: any callable (function, coroutine, generator, async generator)
     becomes an async generator of responses, and batches run concurrently on an event loop.
     Other models answer each batch once, on a thread that calls the callable directly (the
     cheapest path).
+
+    Args:
+        busy_flag: where the server says whether it handles a batch (an object with ``value``,
+            e.g. a ``multiprocessing.RawValue`` that a worker process's parent reads); by default
+            a flag of its own.
     """
     if decoupled:
-        return StreamWorker(handler=handler, stream=ResponseStream(infer_func), address=address)
-    return InstanceWorker(
+        return StreamServer(handler=handler, stream=ResponseStream(infer_func), address=address, busy_flag=busy_flag)
+    return BatchServer(
         handler=handler, call=BatchCall(infer_func), address=address, shm_limit=shm_limit, busy_flag=busy_flag
     )
 
 
-def start_instance(
+def start_model_instance(
     *,
     config: TritonModelConfig,
     infer_func: Callable,
@@ -50,17 +63,16 @@ def start_instance(
     loopback: Optional[ModelCalls] = None,
     tracer: Optional[Any] = None,
     busy_flag: Optional[Any] = None,
-) -> Worker:
-    """The worker of one instance of a bound model, in this process (a thread of the user's
-    process, or a worker process): the callable gets its ``TritonContext`` and, with a tracer,
-    its spans. ``busy_flag``: where a non-decoupled worker says whether it handles a batch."""
+) -> RelayServer:
+    """The relay server of one instance of a bound model, in this process (the user's process, or
+    a worker process): the callable gets its ``TritonContext`` and, with a tracer, its spans."""
     context = TritonContext(model_config=config, loopback=loopback)
     context.model_configs[infer_func] = config
     attach_triton_context(infer_func, context)
     if tracer is not None:
         infer_func = traced(infer_func, tracer, config.model_name, config.model_version)
     checker = OutputChecker(config.outputs, config.batching, strict, model_name=config.model_name, partial=config.decoupled)
-    return start_worker(
+    return start_relay_server(
         infer_func=infer_func,
         decoupled=config.decoupled,
         handler=BatchHandler(config.model_name, checker, on_unrecoverable),
@@ -68,4 +80,3 @@ def start_instance(
         shm_limit=shm_limit,
         busy_flag=busy_flag,
     )
-

@@ -6,8 +6,8 @@ import pytest
 from pytriton_like.model_config.triton_model_config import TensorSpec
 from pytriton_like.proxy.types import Request
 from pytriton_like.relay.protocol import decode_result
-from pytriton_like.worker.handling import BatchHandler
-from pytriton_like.worker.outputs import OutputChecker
+from pytriton_like.relay_server.handling import BatchHandler
+from pytriton_like.relay_server.outputs import OutputChecker
 
 OUTPUTS = (TensorSpec("y", (-1, 3), np.float32), TensorSpec("n", (-1,), np.int64))
 

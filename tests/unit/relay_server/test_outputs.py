@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pytriton_like.model_config.triton_model_config import TensorSpec
-from pytriton_like.worker.outputs import OutputChecker, OutputError
+from pytriton_like.relay_server.outputs import OutputChecker, OutputError
 
 OUTPUTS = (TensorSpec("add", (-1,), np.float32), TensorSpec("sub", (-1,), np.float32))
 ROWS = np.ones((2, 3), np.float32)
@@ -24,7 +24,7 @@ def test_strict_names_the_missing_output():
 
 def test_without_strict_a_missing_output_is_a_warning_once_per_model(caplog):
     checker = OutputChecker(OUTPUTS, batching=True, strict=False, model_name="AddSub")
-    with caplog.at_level(logging.WARNING, logger="pytriton_like.worker.outputs"):
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.relay_server.outputs"):
         for _ in range(3):
             assert list(checker.check({"add": ROWS}, 2, None)) == ["add"]
     assert [record.getMessage() for record in caplog.records] == [

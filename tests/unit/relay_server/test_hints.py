@@ -7,8 +7,8 @@ import pytest
 
 from pytriton_like.decorators import batch, sample
 from pytriton_like.proxy.types import Request
-from pytriton_like.worker.calling import BatchCall
-from pytriton_like.worker.hints import call_hint, signature_warning
+from pytriton_like.relay_server.calling import BatchCall
+from pytriton_like.relay_server.hints import call_hint, signature_warning
 
 REQUESTS = [Request(data={"a": np.ones((1, 2), np.float32), "b": np.ones((1, 2), np.float32)})]
 

@@ -9,7 +9,7 @@ from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonVali
 from pytriton_like.model_config.common import DeviceKind
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton_like.models.model import Model
-from pytriton_like.models.registry import BoundModels
+from pytriton_like.models.bindings import BoundModels
 
 
 def model(version=1, name="M", funcs=1, **fields) -> Model:

@@ -1,4 +1,4 @@
-"""What both workers do with a message, without I/O: requests in, RESULT parts out."""
+"""What both relay servers do with a message, without I/O: requests in, RESULT parts out."""
 
 import inspect
 import logging
@@ -20,12 +20,22 @@ from ..relay.protocol import (
 )
 from .outputs import OutputChecker, OutputError
 
-__all__ = ["BatchHandler", "DEFAULT_SHM_THRESHOLD"]
+__all__ = ["BatchHandler", "DEFAULT_SHM_THRESHOLD", "Flag"]
 
 logger = logging.getLogger(__name__)
 
 # Tensors from this size on travel through shared memory, smaller ones inline in the message.
 DEFAULT_SHM_THRESHOLD = 64 * 1024
+
+
+class Flag:
+    """Whether a relay server handles a batch; a worker process's server gets a shared one instead,
+    which the parent reads (``multiprocessing.RawValue``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = False
 
 
 class BatchHandler:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pytriton_like.worker.instance import _may_hold_inputs
+from pytriton_like.relay_server.batch import _may_hold_inputs
 
 
 def test_the_worker_gives_inputs_back_early_only_when_no_output_is_a_view_of_them():

@@ -21,9 +21,9 @@ from ..relay.protocol import Flags, Kind, ProtocolError, decode_batch, failed_re
 from ..relay.shm import ARENA_KEEP_BYTES, Arena, give_back, map_received
 from ..relay.transport import Channel, FramingError, listen
 from .calling import BatchCall
-from .handling import BatchHandler
+from .handling import BatchHandler, Flag
 
-__all__ = ["InstanceWorker"]
+__all__ = ["BatchServer"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,17 +50,7 @@ class _Peer:
         self.channel.close()
 
 
-class _Flag:
-    """Whether a batch is being handled; a worker process gets a shared one instead, that its
-    parent reads (``multiprocessing.RawValue``)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = False
-
-
-class InstanceWorker:
+class BatchServer:
     """Serves one model instance: owns its Unix socket, its backend connections and a thread.
 
     Normally one backend instance connects; each connection is served in turn. A connection
@@ -95,7 +85,7 @@ class InstanceWorker:
         self._poll.register(self._wake_reader, select.POLLIN)
         self._peers: Dict[int, _Peer] = {}
         self._failed: Optional[str] = None  # why the worker serves no more, once it failed
-        self._busy = busy_flag if busy_flag is not None else _Flag()  # .value: a batch is being handled
+        self._busy = busy_flag if busy_flag is not None else Flag()  # .value: a batch is being handled
         name = os.path.basename(self._listener.path)
         self._thread = threading.Thread(target=self._serve, name=f"pytriton_like-{name}", daemon=True)
         self._thread.start()
@@ -106,9 +96,8 @@ class InstanceWorker:
             self._wake_writer.send(b"x")
         self._thread.join(_CLOSE_TIMEOUT_S)
         if self._thread.is_alive():
-            logger.warning("model %s: a callable is still running; leaving its worker behind", self._handler.model_name)
+            logger.warning("model %s: a callable is still running; leaving its relay server behind", self._handler.model_name)
 
-    @property
     def busy(self) -> bool:
         """Whether a batch is being handled right now."""
         return bool(self._busy.value)

@@ -13,25 +13,30 @@ import logging
 import os
 import threading
 import time
-from typing import Dict, Optional, Set, Tuple
+from typing import Any, Dict, Optional, Set, Tuple
 
 from ..relay.protocol import Flags, Kind, ProtocolError, decode_batch, encode_header, failed_result, read_header
 from ..relay.transport import Channel, ChannelClosed, FramingError, listen
 from .calling import ResponseStream
-from .handling import BatchHandler
+from .handling import BatchHandler, Flag
 
-__all__ = ["StreamWorker"]
+__all__ = ["StreamServer"]
 
 logger = logging.getLogger(__name__)
 
 _CLOSE_TIMEOUT_S = 10
 
 
-class StreamWorker:
-    """Serves one decoupled model instance: owns its socket, event loop and thread."""
+class StreamServer:
+    """Serves one decoupled model instance: owns its socket, event loop and thread.
 
-    def __init__(self, *, handler: BatchHandler, stream: ResponseStream, address: str):
+    Args:
+        busy_flag: where to say whether a batch is streaming (an object with ``value``).
+    """
+
+    def __init__(self, *, handler: BatchHandler, stream: ResponseStream, address: str, busy_flag: Optional[Any] = None):
         self._handler = handler
+        self._busy = busy_flag if busy_flag is not None else Flag()
         self._stream = stream
         self._listener = listen(address)
         self._loop = asyncio.new_event_loop()
@@ -56,10 +61,9 @@ class StreamWorker:
         self._stream.close()
         self._loop.close()
 
-    @property
     def busy(self) -> bool:
         """Whether a batch is still streaming."""
-        return bool(self._tasks)
+        return bool(self._busy.value)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -137,10 +141,12 @@ class StreamWorker:
         key = (channel.fileno(), batch.batch_id)
         task = self._loop.create_task(self._run_batch(channel, batch))
         self._tasks.add(task)
+        self._busy.value = True
         self._batches[key] = task
 
         def done(finished, key=key):
             self._tasks.discard(finished)
+            self._busy.value = bool(self._tasks)
             if self._batches.get(key) is finished:
                 del self._batches[key]
 
