@@ -14,7 +14,8 @@ from .model_config.names import check_model_name
 from .models.bindings import Bindings
 from .server.lifecycle import TritonState
 from .server.management import ServerModels
-from .startup import ServerRun, no_control
+from .server.management import no_control
+from .startup import ServerRun
 
 __all__ = ["ModelManagement"]
 

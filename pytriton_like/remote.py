@@ -34,6 +34,7 @@ from .server.config import DEFAULT_RELAY_SPIN_US
 from .server.control import ControlError, ServerControl
 from .server.management import ServerModels
 from .server.workspace import PRIVATE_MODE, WORKSPACE_PREFIX
+from .supervisor import Supervisor
 from .tracing import model_tracer
 
 __all__ = ["RemoteTriton"]
@@ -85,6 +86,7 @@ class RemoteTriton:
         self._stop_requested = threading.Event()
         self._models_api: Optional[ServerModels] = None  # the server's model management, once connected
         self._loopback: Optional[LoopbackClients] = None
+        self._supervisor: Optional[Supervisor] = None  # of the models' worker processes, once one has some
         self._tags = 0
 
     # -- context manager ---------------------------------------------------------------------
@@ -258,6 +260,8 @@ class RemoteTriton:
     def _load(self, model: Model) -> None:
         """Start the model's workers, write its entry locally and have the server load it from the files sent."""
         repository = self._workspace / "model_repository"
+        if model.processes and self._supervisor is None:
+            self._supervisor = Supervisor()
         model.setup(
             repository,
             self._workspace / "sockets",
@@ -265,6 +269,7 @@ class RemoteTriton:
             None,
             DEFAULT_RELAY_SPIN_US,
             loopback=self._loopback,
+            supervisor=self._supervisor,
         )
         self._models.write_config(repository, model.name)
         config_json, files = _entry_for_load_api(repository / model.name)
@@ -288,12 +293,17 @@ class RemoteTriton:
             time.sleep(_POLL_S)
 
     def _close(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.pause()
         if self._loopback is not None:
             self._loopback.close()
             self._loopback = None
         if self._workspace is not None:
             for model in self._models:
                 model.teardown(self._workspace / "model_repository")
+        if self._supervisor is not None:  # after the worker processes stopped: their parent-death signal is tied to it
+            self._supervisor.close()
+            self._supervisor = None
             if self._workspace_arg is None:
                 shutil.rmtree(self._workspace, ignore_errors=True)
             else:

@@ -140,7 +140,7 @@ class Triton(ModelManagement, Serving):
         self._stops = StopRequests(self._console)
         self._run: Optional[ServerRun] = None
         self._failure: Optional[BaseException] = None
-        self._server_exit: Optional[int] = None  # tritonserver's exit code, when it exited on its own
+        self._given_up: Optional[str] = None  # what died once more than its restart policy allows
 
     # -- context manager -------------------------------------------------------------------
 
@@ -280,7 +280,7 @@ class Triton(ModelManagement, Serving):
                 raise PyTritonInvalidOperationError("this Triton was stopped; create a new one")
             self._run = ServerRun(
                 self._config, self._security_config, self._bindings, self._workspace_path, self._console,
-                on_unrecoverable=self._on_unrecoverable, on_server_exit=self._on_server_exit,
+                on_unrecoverable=self._on_unrecoverable, on_given_up=self._on_given_up,
             )
             try:
                 self._run.start(load_polled=self._load_polled, unload_polled=self._unload_polled)
@@ -297,12 +297,10 @@ class Triton(ModelManagement, Serving):
         self._stops.requested.set()
         threading.Thread(target=self.stop, name="pytriton_like-stop", daemon=True).start()
 
-    def _on_server_exit(self, returncode: int) -> None:
+    def _on_given_up(self, what: str) -> None:
+        # Called by the supervisor: tritonserver or the endpoint is not started again; serve() raises.
         if self._state is TritonState.RUNNING:
-            self._server_exit = returncode
-            logger.error(
-                "tritonserver exited unexpectedly with code %s; the end of its log:\n%s", returncode, self._server.log_tail()
-            )
+            self._given_up = what
             self._stops.stop_now()
 
     def runner(
@@ -324,8 +322,8 @@ class Triton(ModelManagement, Serving):
         )
 
     def is_alive(self) -> bool:
-        """Whether the server runs and the workers of its bound models are alive (False once
-        tritonserver exited, which is logged at ERROR)."""
+        """Whether the server runs and the workers of its bound models are alive (False while
+        tritonserver is being started again after it died, and once it is not started again)."""
         running = self._state is TritonState.RUNNING and self._server is not None and self._server.returncode is None
         return running and all(model.is_alive() for model in self._models)
 

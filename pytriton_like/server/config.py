@@ -4,11 +4,12 @@ import dataclasses
 import logging
 import os
 import pathlib
-import re
 import typing
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..exceptions import PyTritonValidationError
+from ..supervisor import RestartPolicy
+from .config_values import cast, env_values
 from .extra_args import extra_flags
 
 __all__ = ["TritonConfig", "ENV_PREFIX"]
@@ -34,6 +35,10 @@ MAX_RELAY_IN_FLIGHT = 16
 # Kubernetes to take the pod out of its endpoints, short enough that the stop after it still fits
 # `docker stop`'s 10 s and Kubernetes' 30 s grace periods.
 DEFAULT_DRAIN_SECS = 5.0
+# How often tritonserver and the OpenAI endpoint's process are started again when they die
+# (TritonConfig.max_restarts / restart_window_secs, docs/reliability.md).
+DEFAULT_MAX_RESTARTS = 10
+DEFAULT_RESTART_WINDOW_SECS = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +130,13 @@ class TritonConfig:
             own. Requests go through tritonserver's gRPC endpoint to models bound with
             :mod:`pytriton_like.openai`'s helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
             without one, an endpoint beyond loopback says so at start. See docs/openai.md.
+        max_restarts / restart_window_secs: pytriton_like's own settings: when tritonserver (or the
+            OpenAI endpoint's process) exits unexpectedly — killed, aborted — it is started again on
+            the same ports with the same models, at once the first time, then after a back-off of
+            0.5 s doubling up to 10 s; at most ``max_restarts`` times (default 10) within
+            ``restart_window_secs`` (default 60). One exit more and ``serve()`` raises
+            :class:`~pytriton_like.exceptions.PyTritonServerError` with the end of the server's log,
+            for an orchestrator to take over (0: never restarted). See docs/reliability.md.
     """
 
     model_repository: Optional[Union[pathlib.Path, str]] = None
@@ -191,6 +203,8 @@ class TritonConfig:
     openai_address: Optional[str] = None
     openai_port: Optional[int] = None
     openai_api_key: Optional[str] = dataclasses.field(default=None, repr=False)
+    max_restarts: Optional[int] = None
+    restart_window_secs: Optional[float] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -212,6 +226,10 @@ class TritonConfig:
                 "TritonConfig: allow_openai needs the gRPC endpoint without SSL (the OpenAI endpoint forwards requests"
                 " over it, on this machine); leave allow_grpc on and grpc_use_ssl off"
             )
+        try:
+            self.restart_policy()
+        except PyTritonValidationError as exc:
+            raise PyTritonValidationError(f"TritonConfig: {exc}") from None
         _check_control_mode(self)
         self.extra_flags()  # refuses what pytriton_like controls, now rather than at run()
 
@@ -235,6 +253,13 @@ class TritonConfig:
         """The OpenAI endpoint's port when ``allow_openai`` is on, else None."""
         return (self.openai_port or DEFAULT_OPENAI_PORT) if self.allow_openai else None
 
+    def restart_policy(self) -> RestartPolicy:
+        """How often tritonserver and the OpenAI endpoint's process are started again (defaults applied)."""
+        return RestartPolicy(
+            max_restarts=DEFAULT_MAX_RESTARTS if self.max_restarts is None else self.max_restarts,
+            window_s=DEFAULT_RESTART_WINDOW_SECS if self.restart_window_secs is None else self.restart_window_secs,
+        )
+
     def drain_time(self) -> float:
         """``drain_secs``, or its default when unset."""
         return DEFAULT_DRAIN_SECS if self.drain_secs is None else self.drain_secs
@@ -255,7 +280,7 @@ class TritonConfig:
                 "Ignoring %s=%s as could not find matching config field. Available fields: %s",
                 name, config[name], ", ".join(types),
             )
-        return cls(**{name: _cast(name, types[name], value) for name, value in config.items() if name in types})
+        return cls(**{name: cast(name, types[name], value) for name, value in config.items() if name in types})
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
@@ -263,11 +288,11 @@ class TritonConfig:
 
         A variable that names no field is logged at WARNING and ignored (as PyTriton does).
         """
-        return cls(**_env_values(os.environ if environ is None else environ))
+        return cls(**env_values(os.environ if environ is None else environ, ENV_PREFIX, _field_types()))
 
     def with_env(self, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
         """This config with the fields it leaves ``None`` taken from the environment."""
-        values = _env_values(os.environ if environ is None else environ)
+        values = env_values(os.environ if environ is None else environ, ENV_PREFIX, _field_types())
         return dataclasses.replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
 
     def to_dict(self) -> Dict[str, Any]:
@@ -312,74 +337,9 @@ def _check_control_mode(config: TritonConfig) -> None:
         )
 
 
-_LIST_ITEM = re.compile(r"^(.+)_(\d+)$")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
 def _field_types() -> Dict[str, Any]:
     hints = typing.get_type_hints(TritonConfig)
     return {field.name: typing.get_args(hints[field.name])[0] for field in dataclasses.fields(TritonConfig)}
-
-
-def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
-    types = _field_types()
-    values: Dict[str, Any] = {}
-    items: Dict[str, Dict[int, str]] = {}
-    unknown = []
-    for name, text in environ.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        key = name[len(ENV_PREFIX) :].lower()
-        match = _LIST_ITEM.match(key)
-        if key not in types and match and typing.get_origin(types.get(match[1])) is list:
-            items.setdefault(match[1], {})[int(match[2])] = text
-            continue
-        if key not in types:
-            unknown.append(name)
-            continue
-        values[key] = _convert(name, types[key], text)
-    if unknown:
-        logger.warning(
-            "ignoring %s: no TritonConfig field of %s (the fields: %s)",
-            ", ".join(sorted(unknown)),
-            "that name" if len(unknown) == 1 else "these names",
-            ", ".join(types),
-        )
-    for key, indexed in items.items():
-        values[key] = [indexed[index] for index in sorted(indexed)]
-    return values
-
-
-def _cast(name: str, kind: Any, value: Any) -> Any:
-    """A from_dict value as its field's type: strings are parsed as the environment's are."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return _convert(name, kind, value)
-    if typing.get_origin(kind) is list:
-        return list(value)
-    if kind is pathlib.Path:
-        return pathlib.Path(value)
-    if kind in (int, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return kind(value)
-    return value
-
-
-def _convert(variable: str, kind: Any, text: str) -> Any:
-    if kind is pathlib.Path and text.startswith("s3://"):
-        return text  # an S3 model repository: a Path would fold its "//"
-    if typing.get_origin(kind) is list:
-        # One item: Triton's values hold commas themselves ("local,size=1048576").
-        return [text]
-    if kind is bool:
-        if text.lower() in _TRUE | _FALSE:
-            return text.lower() in _TRUE
-        raise PyTritonValidationError(f"{variable}={text!r}: expected true or false")
-    try:
-        return kind(text)
-    except ValueError:
-        raise PyTritonValidationError(f"{variable}={text!r}: expected {kind.__name__}") from None
 
 
 def _field_names() -> set:
