@@ -68,7 +68,7 @@ test-deploy: $(STAMP)
 	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
-	rm -rf $(VENV) $(VENV_NUMPY1) build pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
+	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
 	$(MAKE) -C native clean
 
 # The relay's backend, the token-hiding library and the reaper's waiting program built with
@@ -138,6 +138,28 @@ bench-big: $(STAMP)
 bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(VENV_NUMPY1)/bin/python bench/run.py --quick
+
+# pytriton_like against LitServe and Ray Serve on the same workloads, one server at a time (bench/peers.py,
+# docs/performance.md): tiny requests, a CPU-bound callable in 1 and 2 processes, OpenAI-style streams.
+# The peers, pinned in bench/requirements-peers.txt, go into an environment of their own, .venv-peers.
+# Full run about 7 minutes (results in bench/results/peers.jsonl); bench-peers-quick about 3.
+.PHONY: bench-peers bench-peers-quick
+VENV_PEERS := .venv-peers
+STAMP_PEERS := $(VENV_PEERS)/.installed-stamp
+
+$(STAMP_PEERS): bench/requirements-peers.txt
+	test -x $(VENV_PEERS)/bin/python || $(PYTHON) -m venv $(VENV_PEERS)
+	$(VENV_PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_PEERS)/bin/python -m pip install --quiet -r bench/requirements-peers.txt
+	touch $(STAMP_PEERS)
+
+bench-peers: $(STAMP) $(STAMP_PEERS)
+	@$(NEED_WRK)
+	$(BIN)/python bench/peers.py $(ARGS)
+
+bench-peers-quick: $(STAMP) $(STAMP_PEERS)
+	@$(NEED_WRK)
+	$(BIN)/python bench/peers.py --quick $(ARGS)
 
 # PyTriton 0.7.0's own tests against PyTriton and against pytriton_like (docs/moving_from_pytriton.md),
 # in the numpy 1 environment, which has NVIDIA's nvidia-pytriton installed (it pins numpy<2).
