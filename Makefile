@@ -139,6 +139,13 @@ bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(VENV_NUMPY1)/bin/python bench/run.py --quick
 
+# The OpenAI endpoint (bench/openai_endpoint.py): `latency` against Triton's gRPC stream (the default),
+# `cpu openai|grpc` (CPU per streamed piece of each process), `stress` (streams, some cut, counted):
+#   make bench-openai ARGS="stress --runs 5 --seconds 10 --cut 0.3"
+.PHONY: bench-openai
+bench-openai: $(STAMP)
+	$(BIN)/python bench/openai_endpoint.py $(or $(ARGS),latency)
+
 # pytriton_like against LitServe and Ray Serve on the same workloads, one server at a time (bench/peers.py,
 # docs/performance.md): tiny requests, a CPU-bound callable in 1 and 2 processes, OpenAI-style streams.
 # The peers, pinned in bench/requirements-peers.txt, go into an environment of their own, .venv-peers.

@@ -22,11 +22,19 @@ from typing import Awaitable, Callable, Dict, List, Optional, Sequence
 
 import aiohttp
 
-__all__ = ["StreamResult", "chat_body", "expected_text", "read_stream", "check_stream", "first_pieces",
+__all__ = ["StreamError", "StreamResult", "chat_body", "expected_text", "read_stream", "check_stream", "first_pieces",
            "pieces_per_second", "session"]
 
 _EMPTY = (b'"content":""', b'"content": ""', b'"content":null', b'"content": null')
 REQUEST_TIMEOUT_S = 60
+
+
+class StreamError(RuntimeError):
+    """A stream answered with an HTTP status other than 200."""
+
+    def __init__(self, url: str, status: int, body: bytes):
+        super().__init__(f"{url}: status {status}: {body[:300]!r}")
+        self.status = status
 
 
 @dataclasses.dataclass
@@ -65,7 +73,7 @@ async def read_stream(client: aiohttp.ClientSession, url: str, body: bytes, *,
     first, pieces, done = None, 0, False
     async with client.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
         if response.status != 200:
-            raise RuntimeError(f"{url}: status {response.status}: {(await response.read())[:300]!r}")
+            raise StreamError(url, response.status, await response.read())
         async for line in response.content:
             if _is_piece(line):
                 pieces += 1
@@ -86,7 +94,7 @@ async def check_stream(url: str, model: str, pieces: int) -> None:
         async with client.post(url, data=chat_body(model), headers={"Content-Type": "application/json"}) as response:
             raw = await response.read()
             if response.status != 200:
-                raise RuntimeError(f"{url}: status {response.status}: {raw[:300]!r}")
+                raise StreamError(url, response.status, raw)
     text, counted, done = [], 0, False
     for line in raw.splitlines():
         if line.startswith(b"data: [DONE]"):
