@@ -139,6 +139,23 @@ bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(VENV_NUMPY1)/bin/python bench/run.py --quick
 
+# A/B of pytriton_like variants (a setting, another commit's package) next to the floors, alternating
+# (bench/ab.py; in .venv-numpy1, whose nvidia-pytriton has the floors' Triton). perf_analyzer, or wrk:
+#   make bench-ab ARGS="--variant base --variant spin:PYTRITON_TRITON_CONFIG_RELAY_SPIN_US=100 --variant floor"
+#   make bench-ab ARGS="--tool wrk --concurrency 32 --variant base --variant floor"
+.PHONY: bench-ab
+bench-ab: $(BENCH_STAMP) $(PERF_ANALYZER)
+	@$(NEED_WRK)
+	$(VENV_NUMPY1)/bin/python bench/ab.py $(or $(ARGS),--variant pytriton_like --variant floor)
+
+# What the relay costs (bench/relay.py): the worker's Python per batch in a loop, its CPU per batch
+# through the real socket, a tiny request's time per phase in a server. Under a minute.
+#   make bench-relay ARGS="loop --profile"
+.PHONY: bench-relay
+bench-relay: $(STAMP)
+	$(if $(ARGS),$(BIN)/python bench/relay.py $(ARGS),$(BIN)/python bench/relay.py loop && \
+		$(BIN)/python bench/relay.py socket && $(BIN)/python bench/relay.py server)
+
 # The OpenAI endpoint (bench/openai_endpoint.py): `latency` against Triton's gRPC stream (the default),
 # `cpu openai|grpc` (CPU per streamed piece of each process), `stress` (streams, some cut, counted):
 #   make bench-openai ARGS="stress --runs 5 --seconds 10 --cut 0.3"

@@ -261,12 +261,11 @@ class Server:
 
 
 def _server_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    env = dict(os.environ)
+    env = {**os.environ, **(extra or {})}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [PYTHON_LIBDIR, env.get("LD_LIBRARY_PATH", "")]))
     env.pop("PYTHONPATH", None)
-    if os.environ.get("BENCH_PYTHONPATH"):  # another copy of a package first (an A/B of two commits, ab.py)
-        env["PYTHONPATH"] = os.environ["BENCH_PYTHONPATH"]
-    env.update(extra or {})
+    if env.get("BENCH_PYTHONPATH"):  # another copy of a package first (an A/B of two commits, ab.py)
+        env["PYTHONPATH"] = env["BENCH_PYTHONPATH"]
     return env
 
 
