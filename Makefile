@@ -133,7 +133,19 @@ bench-workers: $(BENCH_STAMP) $(PERF_ANALYZER)
 # the relay's arenas shrink back after it (bench/big_tensor.py, docs/performance.md).
 .PHONY: bench-big
 bench-big: $(STAMP)
-	$(BIN)/python bench/big_tensor.py
+	$(BIN)/python bench/big_tensor.py $(ARGS)
+
+# Client tensors through registered shared memory against the socket, 16 and 256 MiB in and out,
+# HTTP and gRPC (bench/shm_client.py, docs/performance.md): a minute or two.
+.PHONY: bench-shm
+bench-shm: $(STAMP)
+	$(BIN)/python bench/shm_client.py $(ARGS)
+
+# What each serving process holds at idle, PyTriton and pytriton_like (bench/idle_memory.py), in the
+# numpy 1 environment, which has NVIDIA's PyTriton: half a minute.
+.PHONY: bench-idle
+bench-idle: $(STAMP_NUMPY1)
+	$(VENV_NUMPY1)/bin/python bench/idle_memory.py $(ARGS)
 
 bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
