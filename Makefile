@@ -121,13 +121,13 @@ $(PERF_ANALYZER): $(STAMP) $(STAMP_NUMPY1)
 
 bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
-	$(VENV_NUMPY1)/bin/python bench/run.py
+	$(VENV_NUMPY1)/bin/python bench/run.py $(ARGS)
 
 # Worker processes against threads and Triton's Python backend on a CPU-bound model, and the memory
 # each worker adds with fork and spawn (bench/workers.py, docs/workers.md).
 .PHONY: bench-workers
 bench-workers: $(BENCH_STAMP) $(PERF_ANALYZER)
-	$(VENV_NUMPY1)/bin/python bench/workers.py
+	$(VENV_NUMPY1)/bin/python bench/workers.py $(ARGS)
 
 # One 1 GiB request in and out over HTTP and gRPC: the serving processes' peak memory and whether
 # the relay's arenas shrink back after it (bench/big_tensor.py, docs/performance.md).
