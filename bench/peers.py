@@ -348,6 +348,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     header = {
         "kind": "run", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python", "bench/peers.py", *(argv if argv is not None else sys.argv[1:])]),
+        "git": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
+                              check=False).stdout.strip(),
         "profile": dataclasses.asdict(profile), "machine": machine(args.peers_python),
         "load_average_before": os.getloadavg(),
     }
