@@ -34,18 +34,18 @@ import datetime
 import json
 import os
 import pathlib
-import platform
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
 import measure
+import run
 import servers
 import streams
 
@@ -313,21 +313,12 @@ def tritonserver_version(server: servers.Server) -> str:
 
 
 def machine(peers_python: pathlib.Path) -> Dict:
-    cpu = "?"
-    with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True, timeout=10)
-    return {
-        "platform": platform.platform(), "cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
-        "wrk": (wrk_version.stdout or wrk_version.stderr).splitlines()[0],
-        "versions": {
-            "ours": _versions(sys.executable, ["pytriton_like", "numpy", "aiohttp"]),
-            "peers": _versions(str(peers_python), ["litserve", "ray", "fastapi", "uvicorn", "starlette", "numpy"]),
-        },
-    }
+    """run.py's record of the machine (platform, CPU and count, memory, Python, this environment's
+    packages, wrk), with the peers' environment's versions."""
+    info = run.machine_info()
+    info["packages"].update(_versions(sys.executable, ["aiohttp"]))
+    info["peers"] = _versions(str(peers_python), ["litserve", "ray", "fastapi", "uvicorn", "starlette", "numpy"])
+    return info
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -348,8 +339,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     header = {
         "kind": "run", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python", "bench/peers.py", *(argv if argv is not None else sys.argv[1:])]),
-        "git": subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
-                              check=False).stdout.strip(),
+        "git": run.git_info(),
         "profile": dataclasses.asdict(profile), "machine": machine(args.peers_python),
         "load_average_before": os.getloadavg(),
     }
@@ -367,7 +357,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     header["errors"] = errors
     for result in results:
         if "tritonserver" in result.get("details", {}):
-            header["machine"]["versions"]["ours"]["tritonserver"] = result["details"]["tritonserver"]
+            header["machine"]["packages"]["tritonserver"] = result["details"]["tritonserver"]
     text = table(results)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as file:
@@ -376,10 +366,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     print()
     print(text)
     print()
-    versions = header["machine"]["versions"]
+    ours, peers = header["machine"]["packages"], header["machine"]["peers"]
     print(f"{os.cpu_count()} CPUs ({header['machine']['cpu']}); load average {header['load_average_before'][0]:.2f} "
-          f"before, {header['load_average_after'][0]:.2f} after; pytriton_like {versions['ours'].get('pytriton_like')}, "
-          f"LitServe {versions['peers'].get('litserve')}, Ray {versions['peers'].get('ray')}")
+          f"before, {header['load_average_after'][0]:.2f} after; pytriton_like {ours.get('pytriton_like')}, "
+          f"LitServe {peers.get('litserve')}, Ray {peers.get('ray')}")
     for error in errors:
         print(f"ERROR {error.splitlines()[0]}")
     shown = out.relative_to(REPO) if out.is_relative_to(REPO) else out
