@@ -71,15 +71,24 @@ __all__ = [
 
 # PyTriton's module constants: the URLs of a model on the HTTP endpoint, and how long run() waits.
 MODEL_URL = "/v2/models/{model_name}"
+"""A model's path on the HTTP endpoint (KServe v2); ``{model_name}`` to fill in."""
 MODEL_READY_URL = f"{MODEL_URL}/ready/"
+"""A model's readiness path on the HTTP endpoint: 200 when it is ready."""
 MODEL_CONFIG_URL = f"{MODEL_URL}/config/"
+"""A model's configuration path on the HTTP endpoint."""
 MODEL_INFER_URL = f"{MODEL_URL}/infer/"
+"""A model's inference path on the HTTP endpoint."""
 WAIT_FORM_MODEL_TIMEOUT_S = 60.0  # (sic: PyTriton's name)
+"""PyTriton's timeout, in seconds, for waiting for a model; kept under its name for code that imports it."""
 
 # PyTriton's names of the security constants (server/security.py holds them).
 VALID_TRITON_ENDPOINTS = set(VALID_ENDPOINTS)
+"""The API groups ``TritonSecurityConfig(restricted_endpoints=...)`` may name (Triton's groups)."""
 DEFAULT_PROTECTED_ENDPOINTS = list(DEFAULT_RESTRICTED_ENDPOINTS)
+"""The API groups restricted by default: shared memory, model repository, statistics, trace, logging."""
 TRITON_ACCESS_HEADER = ACCESS_TOKEN_HEADER
+"""The header restricted calls carry the access token in (gRPC: the metadata key
+``triton-grpc-protocol-triton-access-token``)."""
 
 logger = logging.getLogger(__name__)
 

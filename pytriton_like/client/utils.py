@@ -52,6 +52,7 @@ _DEFAULT_WAIT_FOR_MODEL_TIMEOUT_S = 300.0
 _POLL_S = 1.0
 
 LATEST_MODEL_VERSION = "<latest>"
+"""How messages name the version of a model asked for without one (Triton then picks the highest ready)."""
 
 SyncClient = Union[tritonclient.grpc.InferenceServerClient, tritonclient.http.InferenceServerClient]
 

@@ -69,6 +69,8 @@ class Request(MutableMapping):
 
 
 Requests = List[Request]
+"""What an inference callable receives: the requests of one batch, in the order Triton formed it."""
 Response = Dict[str, Any]
 """One response: a mapping from output name to numpy array (or anything ``np.asarray`` takes)."""
 Responses = List[Response]
+"""What an inference callable returns: one response per request, in the requests' order."""

@@ -43,35 +43,78 @@ class TritonConfig:
     Every field may also come from an environment variable ``PYTRITON_TRITON_CONFIG_<FIELD>``
     (e.g. ``PYTRITON_TRITON_CONFIG_HTTP_PORT=9000``); a list field takes one item from
     ``..._<FIELD>`` or several from ``..._<FIELD>_0``, ``..._<FIELD>_1``...; a value given to the
-    constructor wins over the environment. A variable that names no field is ignored, with one
-    warning naming all such variables (as PyTriton does); a bad value of a known field is an error.
+    constructor wins over the environment. Booleans from the environment are ``true``/``false``,
+    ``1``/``0``, ``yes``/``no`` or ``on``/``off``. A variable that names no field is ignored, with
+    one warning naming all such variables (as PyTriton does); a bad value of a known field is an
+    error. The config is frozen: make a changed copy with :func:`dataclasses.replace`.
+
+    Fields without a note of their own pass to the ``tritonserver`` option of the same name
+    (``grpc_keepalive_time`` becomes ``--grpc-keepalive-time``); Triton's documentation of that
+    option is the reference for them.
 
     Args:
-        id: identifier of the server.
         model_repository: a model repository of hand-written models served next to bound ones: a
             folder, or an ``s3://`` URL (kept as a string; docs/model_management.md).
-        log_verbose: verbose logging level (0: off).
+        id: identifier of the server (Triton's ``--id``).
+        log_verbose: verbose logging level of tritonserver (0: off).
         log_file: file that receives the server's log (default: ``triton.log`` in the workspace).
-        exit_timeout_secs: how long stopping waits for in-flight requests.
+        exit_timeout_secs: how long stopping waits for in-flight requests (Triton's default 30).
         exit_on_error: exit when initialisation fails.
-        strict_readiness: ready only when every model is ready.
-        allow_http / http_address / http_port / http_header_forward_pattern / http_thread_count /
-        http_restricted_api: the HTTP endpoint (default port 8000).
-        allow_grpc / grpc_address / grpc_port / grpc_header_forward_pattern /
-        grpc_infer_allocation_pool_size / grpc_use_ssl / grpc_use_ssl_mutual / grpc_server_cert /
-        grpc_server_key / grpc_root_cert / grpc_infer_response_compression_level /
-        grpc_keepalive_time / grpc_keepalive_timeout / grpc_keepalive_permit_without_calls /
-        grpc_http2_max_pings_without_data / grpc_http2_min_recv_ping_interval_without_data /
-        grpc_http2_max_ping_strikes / grpc_restricted_protocol: the gRPC endpoint (default port 8001).
-        allow_metrics / allow_gpu_metrics / allow_cpu_metrics / metrics_interval_ms / metrics_port /
-        metrics_address / metrics_config: the Prometheus metrics endpoint (default port 8002).
-        allow_sagemaker / sagemaker_port / sagemaker_safe_port_range / sagemaker_thread_count:
-            Triton's Amazon SageMaker endpoint (``/ping``, ``/invocations``; default port 8080).
-        allow_vertex_ai / vertex_ai_port / vertex_ai_thread_count / vertex_ai_default_model:
-            Triton's Google Vertex AI endpoint (default port 8080; Triton reads the routes from
-            ``AIP_PREDICT_ROUTE`` and ``AIP_HEALTH_ROUTE``). See docs/lifecycle_policy.md.
-        trace_config: trace settings (``<setting>=<value>``, repeated).
-        cache_config: response cache settings, e.g. ``["local,size=1048576"]``.
+        strict_readiness: ready only when every model is ready (Triton's default True).
+        allow_http: serve the HTTP endpoint (default True).
+        http_address: the address the HTTP endpoint listens on (default every interface).
+        http_port: the HTTP endpoint's port (default 8000).
+        http_header_forward_pattern: a regular expression; HTTP headers whose names match reach
+            the callable as request parameters (``request.parameters``).
+        http_thread_count: threads of the HTTP endpoint.
+        http_restricted_api: Triton's ``--http-restricted-api``, ``<groups>:<key>=<value>``; the
+            access token of ``Triton(security_config=...)`` (on by default) restricts the usual
+            groups already, and restricting a group both ways is refused (docs/security.md).
+        allow_grpc: serve the gRPC endpoint (default True).
+        grpc_address: the address the gRPC endpoint listens on (default every interface).
+        grpc_port: the gRPC endpoint's port (default 8001).
+        grpc_header_forward_pattern: as ``http_header_forward_pattern``, for gRPC metadata.
+        grpc_infer_allocation_pool_size: how many inference request/response objects the gRPC
+            endpoint keeps for reuse (0 gives their memory back after each request).
+        grpc_use_ssl: serve gRPC over TLS.
+        grpc_use_ssl_mutual: require clients' certificates too.
+        grpc_server_cert: the server's certificate file.
+        grpc_server_key: the server's key file.
+        grpc_root_cert: the root certificate that client certificates are checked against.
+        grpc_infer_response_compression_level: ``none``, ``low``, ``medium`` or ``high``.
+        grpc_keepalive_time: gRPC keepalive: ms between pings.
+        grpc_keepalive_timeout: gRPC keepalive: ms to wait for a ping's answer.
+        grpc_keepalive_permit_without_calls: gRPC keepalive: ping while no call is active.
+        grpc_http2_max_pings_without_data: HTTP/2: pings allowed without data.
+        grpc_http2_min_recv_ping_interval_without_data: HTTP/2: the least ms between pings.
+        grpc_http2_max_ping_strikes: HTTP/2: bad pings before the connection is closed.
+        grpc_restricted_protocol: Triton's ``--grpc-restricted-protocol``; as
+            ``http_restricted_api``, for gRPC.
+        allow_metrics: serve the Prometheus metrics endpoint (default True; docs/metrics.md).
+        allow_gpu_metrics: report GPU metrics.
+        allow_cpu_metrics: report CPU and memory metrics.
+        metrics_interval_ms: how often Triton updates its metrics.
+        metrics_port: the metrics endpoint's port (default 8002).
+        metrics_address: the address the metrics endpoint listens on (default every interface).
+        allow_sagemaker: serve Triton's Amazon SageMaker endpoint (``/ping``, ``/invocations``);
+            see docs/lifecycle_policy.md.
+        sagemaker_port: the SageMaker endpoint's port (default 8080).
+        sagemaker_safe_port_range: the port range allowed for endpoints other than SageMaker's
+            (Triton's ``--sagemaker-safe-port-range``).
+        sagemaker_thread_count: threads of the SageMaker endpoint.
+        allow_vertex_ai: serve Triton's Google Vertex AI endpoint (Triton reads its routes from
+            ``AIP_PREDICT_ROUTE`` and ``AIP_HEALTH_ROUTE``); it also makes the server start at
+            ``run()`` (docs/lifecycle_policy.md).
+        vertex_ai_port: the Vertex AI endpoint's port (default 8080).
+        vertex_ai_thread_count: threads of the Vertex AI endpoint.
+        vertex_ai_default_model: the model Vertex AI requests go to when several are served.
+        metrics_config: metrics settings (``<setting>=<value>``, repeated; Triton's
+            ``--metrics-config``).
+        trace_config: trace settings (``<setting>=<value>``, repeated; Triton's ``--trace-config``),
+            also the default of ``bind(trace_config=...)`` for spans in your process
+            (docs/tracing.md).
+        cache_config: response cache settings, e.g. ``["local,size=1048576"]``: the one place the
+            cache and its size are set (docs/configuration.md).
         cache_directory: folder of cache implementations (default: the Triton install's ``caches``).
         buffer_manager_thread_count: threads that copy tensors.
         shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
@@ -86,7 +129,7 @@ class TritonConfig:
         relay_in_flight: pytriton_like's own setting: how many batches the relay keeps in flight
             per model instance of a non-decoupled model (default 1, at most 16). With 2 or more the
             backend sends the next batch while the callable runs (it still runs one batch at a
-            time), and a thread per instance answers (bench/README.md measures both).
+            time), and a thread per instance answers.
         model_control_mode: how the models of ``model_repository`` are loaded: ``"none"`` (the
             default: all at start), ``"explicit"`` (those in ``load_model`` at start, the others on
             request) or ``"poll"`` (all at start, then the folder is watched). pytriton_like runs
@@ -101,10 +144,10 @@ class TritonConfig:
             (``["--model-load-thread-count=4"]``). Options pytriton_like controls (ports,
             addresses, the model-control mode and repositories, backend and cache folders,
             restricted APIs, the log it reads, endpoints it cannot guard) are refused with a
-            :class:`PyTritonValidationError` that says what to use instead; so are options a
-            field of this class sets (use the field). From the environment:
-            ``PYTRITON_TRITON_CONFIG_EXTRA_ARGS=--model-load-thread-count=4`` (one flag) or
-            ``..._EXTRA_ARGS_0``, ``..._EXTRA_ARGS_1``... (several).
+            :class:`~pytriton_like.exceptions.PyTritonValidationError` that says what to use
+            instead; so are options a field of this class sets (use the field). From the
+            environment: ``PYTRITON_TRITON_CONFIG_EXTRA_ARGS=--model-load-thread-count=4`` (one
+            flag) or ``..._EXTRA_ARGS_0``, ``..._EXTRA_ARGS_1``... (several).
         drain_secs: pytriton_like's own setting: on SIGTERM, ``serve()`` first makes the server
             report not ready (``/v2/health/ready`` answers 400, gRPC ``ServerReady`` false) and
             keeps serving what comes for this many seconds, then stops as ``stop()`` does (in-flight
@@ -118,13 +161,26 @@ class TritonConfig:
             is loaded next to them; a server whose backend API the relay does not support fails to
             start with both versions named. From the environment:
             ``PYTRITON_TRITON_CONFIG_TRITON_HOME=/opt/tritonserver`` (docs/deployment.md).
-        allow_openai / openai_address / openai_port / openai_api_key: pytriton_like's own
-            OpenAI-compatible HTTP endpoint (``/v1/models``, ``/v1/chat/completions``,
-            ``/v1/completions``, ``/v1/embeddings``), off by default; ``allow_openai=True`` serves
-            it on port 9000 of every interface (``openai_address`` to choose), from a process of its
-            own. Requests go through tritonserver's gRPC endpoint to models bound with
-            :mod:`pytriton_like.openai`'s helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
-            without one, an endpoint beyond loopback says so at start. See docs/openai.md.
+        allow_openai: pytriton_like's own OpenAI-compatible HTTP endpoint (``/v1/models``,
+            ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``), off by default;
+            it runs in a process of its own and sends requests through tritonserver's gRPC
+            endpoint to models bound with :mod:`pytriton_like.openai`'s helpers (docs/openai.md).
+        openai_address: the address the OpenAI endpoint listens on (default every interface).
+        openai_port: the OpenAI endpoint's port (default 9000).
+        openai_api_key: the key every request to the OpenAI endpoint must send as
+            ``Authorization: Bearer <key>``; without one, an endpoint beyond loopback says so at
+            start. Not shown by ``repr()``.
+
+    Raises:
+        PyTritonValidationError: a port outside 1..65535, both HTTP and gRPC off, a relay setting
+            out of range, an unknown ``model_control_mode``, ``load_model`` outside explicit mode,
+            ``allow_openai`` without plain gRPC, or an ``extra_args`` option pytriton_like controls.
+
+    Example:
+        >>> from pytriton_like.triton import Triton, TritonConfig
+        >>> config = TritonConfig(http_port=9000, grpc_port=9001, metrics_port=9002, log_verbose=1)
+        >>> with Triton(config=config) as triton:                   # doctest: +SKIP
+        ...     ...
     """
 
     model_repository: Optional[Union[pathlib.Path, str]] = None
@@ -245,6 +301,9 @@ class TritonConfig:
         types (``"8000"`` -> 8000, ``"false"`` -> False; a list field takes a list, or one string
         as one item); names that are no field are logged at WARNING and ignored.
 
+        Args:
+            config: field names and their values.
+
         Raises:
             PyTritonValidationError: a value that does not convert to its field's type.
         """
@@ -262,11 +321,24 @@ class TritonConfig:
         """A config from ``PYTRITON_TRITON_CONFIG_*`` variables, values converted to the field types.
 
         A variable that names no field is logged at WARNING and ignored (as PyTriton does).
+
+        Args:
+            environ: the variables to read (default: ``os.environ``).
+
+        Raises:
+            PyTritonValidationError: a value that does not convert to its field's type.
         """
         return cls(**_env_values(os.environ if environ is None else environ))
 
     def with_env(self, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
-        """This config with the fields it leaves ``None`` taken from the environment."""
+        """This config with the fields it leaves ``None`` taken from the environment.
+
+        Args:
+            environ: the variables to read (default: ``os.environ``).
+
+        Raises:
+            PyTritonValidationError: a value that does not convert to its field's type.
+        """
         values = _env_values(os.environ if environ is None else environ)
         return dataclasses.replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
 
