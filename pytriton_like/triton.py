@@ -183,13 +183,19 @@ class Triton(ModelManagement, Serving):
             infer_func: a callable taking a list of requests and returning one dict of outputs per
                 request, or a list of such callables: one model instance per callable, and
                 Triton spreads concurrent batches over them.
-            inputs: specs of the inputs, in the order clients pass them positionally.
-            outputs: specs of the outputs.
+            inputs: specs of the inputs, in the order clients pass them positionally; unnamed ones
+                are called ``INPUT_1``, ``INPUT_2``...
+            outputs: specs of the outputs; unnamed ones are called ``OUTPUT_1``...
             model_version: version number of the model. Binding a name again with another version
                 serves both (same inputs, outputs, config and number of callables); a client that
                 names no version gets the highest one that is ready.
-            config: scheduling options (batching, dynamic batcher, ...).
-            strict: check the callable's outputs against ``outputs`` (names, dtypes).
+            config: scheduling options (batching, ``max_batch_size``, dynamic or sequence batcher,
+                response cache, decoupled streaming, warm-up); default ``ModelConfig()``. The
+                object is copied: changing it later changes no bound model.
+            strict: check the callable's outputs against ``outputs``: an undeclared output, another
+                dtype, another batch size or a missing declared output fails that request (without
+                it, safe dtype casts are made and a missing output is a warning once per model;
+                docs/inference_callable.md).
             trace_config: Triton's trace settings for this model's OpenTelemetry spans in your
                 process (``["mode=opentelemetry", "opentelemetry,url=...", ...]``); by default
                 ``TritonConfig.trace_config``. See docs/tracing.md.
@@ -200,14 +206,31 @@ class Triton(ModelManagement, Serving):
                 object's ``setup_worker(worker)`` method runs in each before it is ready.
                 See docs/workers.md.
             worker_options: how the worker processes start (:class:`WorkerOptions`: start method,
-                devices, setup timeout, restarts).
+                devices, setup timeout, restarts); only with ``workers`` > 1.
 
         Raises:
-            PyTritonValidationError: a bad name, tensor spec or callable, or a version whose
-                configuration differs from the versions bound already.
+            PyTritonValidationError: a bad name, tensor spec or callable, a list of callables with
+                ``workers`` > 1, or a version whose configuration differs from the versions bound
+                already.
             PyTritonInvalidOperationError: this name and version are bound already, the name is a
                 model of the model repository, or the server stopped.
-            PyTritonServerError: bound after ``run()`` and the server failed to load it.
+            PyTritonServerError: bound after ``run()`` and the server failed to load it (or its
+                workers failed to start).
+
+        Example:
+            >>> @batch                                                     # doctest: +SKIP
+            ... def add_sub(a, b):
+            ...     return {"add": a + b, "sub": a - b}
+            >>> triton.bind(
+            ...     model_name="AddSub",
+            ...     infer_func=add_sub,
+            ...     inputs=[Tensor(name="a", dtype=np.float32, shape=(-1,)),
+            ...             Tensor(name="b", dtype=np.float32, shape=(-1,))],
+            ...     outputs=[Tensor(name="add", dtype=np.float32, shape=(-1,)),
+            ...              Tensor(name="sub", dtype=np.float32, shape=(-1,))],
+            ...     config=ModelConfig(max_batch_size=128),
+            ...     workers=2,                     # two processes (the script needs a __main__ guard)
+            ... )
         """
         model = self._bindings.new_model(
             model_name, infer_func, inputs, outputs, model_version, config,
@@ -319,7 +342,20 @@ class Triton(ModelManagement, Serving):
     ) -> "TritonRunner":
         """A :class:`~pytriton_like.runner.TritonRunner` of this server (HTTP, or gRPC without HTTP).
 
-        Close it (``with triton.runner() as runner:``) before stopping the server.
+        Close it (``with triton.runner() as runner:``) before stopping the server. It carries this
+        server's access token.
+
+        Args:
+            init_timeout_s: how long its calls wait for the server and a model to be ready
+                (the runner's default when ``None``).
+            inference_timeout_s: how long one of its inference requests may take (the runner's
+                default when ``None``).
+
+        Example:
+            >>> with Triton() as triton:                                   # doctest: +SKIP
+            ...     triton.bind(model_name="AddSub", ...)
+            ...     with triton.runner() as runner:
+            ...         print(runner.AddSub.run(a, b).as_numpy("add"))
         """
         from .runner import TritonRunner  # noqa: PLC0415 - serving alone need not import the client side
 

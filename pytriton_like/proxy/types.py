@@ -44,6 +44,10 @@ class Request(MutableMapping):
     def traced_span(self, span_name: str, **kwargs: Any) -> ContextManager[Any]:
         """A child span of this request's span named ``span_name`` (a no-op while tracing is off).
 
+        Args:
+            span_name: the child span's name.
+            **kwargs: passed to the tracer's ``start_as_current_span``.
+
         Example:
             >>> with request.traced_span("preprocess"):  # doctest: +SKIP
             ...     tokens = tokenize(request["text"])
