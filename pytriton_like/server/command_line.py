@@ -24,7 +24,7 @@ _NOT_FLAGS = {
     "load_model",
     "extra_args",
     "drain_secs",  # serve()'s drain on SIGTERM, before tritonserver is asked to stop
-    # the OpenAI endpoint runs in the user's process, not in tritonserver
+    # the OpenAI endpoint runs in a process of its own (openai/service.py), not in tritonserver
     "allow_openai",
     "openai_address",
     "openai_port",
