@@ -39,7 +39,7 @@ demo: $(STAMP)
 # --strict (a broken link, anchor or reference fails it) into site/; open site/index.html. The
 # tools (pyproject.toml's docs extra) come with the test extra, which `make venv` installs.
 docs: $(STAMP)
-	$(BIN)/python -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 # curl: the OpenAI endpoint's raw event stream is checked with `curl -N` (tests/functional/test_openai.py).
 NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get update && apt-get install -y curl)

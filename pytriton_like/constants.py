@@ -1,7 +1,6 @@
-"""Constants PyTriton exports from ``pytriton.constants``, with the same names and values.
+"""Constants PyTriton exports from ``pytriton.constants``, with the same names and values."""
 
-Imports nothing of ours, so any module may use it.
-"""
+# Imports nothing of ours, so any module may use it.
 
 import os
 import pathlib

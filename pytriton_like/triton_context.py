@@ -1,11 +1,13 @@
 """``TritonContext``: what a bound callable knows of its model, and how it calls other models.
 
 PyTriton's import path is ``pytriton.decorators.TritonContext``: :mod:`pytriton_like.decorators`
-re-exports everything here. The serving side (``models/``) attaches a context to each bound
-callable; the decorators find it through :func:`get_triton_context`. The clients a context hands
-out come from a :class:`ModelCalls` the server passes in, so this module imports nothing above
-the client layer.
+re-exports everything here. The server attaches a context to each bound callable; a callable
+decorated with ``@triton_context`` receives it, and custom decorators find it with
+:func:`get_triton_context`.
 """
+
+# The clients a context hands out come from a ModelCalls the server passes in (models/), so this
+# module imports nothing above the client layer.
 
 import dataclasses
 import inspect

@@ -1,7 +1,6 @@
-"""What an inference callable receives and returns: ``Request`` and ``Response``.
+"""What an inference callable receives and returns: ``Request`` and ``Response`` (docs/inference_callable.md)."""
 
-Stdlib and numpy only.
-"""
+# Stdlib and numpy only.
 
 import contextlib
 import dataclasses
