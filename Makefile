@@ -15,7 +15,7 @@ NUMPY1_TESTS := tests/unit tests/integration \
 	tests/functional/test_examples.py::test_model_repository_serves_a_hand_written_model_and_two_versions \
 	tests/functional/test_examples.py::test_s3_repository_served_from_a_stand_in_s3_server
 
-.PHONY: demo test venv venv-numpy1 test-numpy1 smoke-pythons soak test-deploy clean sanitize fuzz
+.PHONY: demo test venv venv-numpy1 test-numpy1 smoke-pythons soak test-deploy clean sanitize fuzz docs
 
 venv: $(STAMP)
 venv-numpy1: $(STAMP_NUMPY1)
@@ -34,6 +34,12 @@ $(STAMP_NUMPY1): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 
 demo: $(STAMP)
 	$(BIN)/python examples/run.py add_sub
+
+# The documentation site (mkdocs.yml): docs/ and the API reference from the docstrings, built with
+# --strict (a broken link, anchor or reference fails it) into site/; open site/index.html. The
+# tools (pyproject.toml's docs extra) come with the test extra, which `make venv` installs.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 # curl: the OpenAI endpoint's raw event stream is checked with `curl -N` (tests/functional/test_openai.py).
 NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get update && apt-get install -y curl)
@@ -68,7 +74,7 @@ test-deploy: $(STAMP)
 	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
-	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
+	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build site pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
 	$(MAKE) -C native clean
 
 # The relay's backend, the token-hiding library and the reaper's waiting program built with

@@ -113,9 +113,25 @@ class RemoteTriton:
         workers: int = 1,
         worker_options: Optional[WorkerOptions] = None,
     ) -> None:
-        """Serve ``infer_func`` as ``model_name`` on the remote server (arguments as ``Triton.bind``).
+        """Serve ``infer_func`` as ``model_name`` on the remote server.
 
-        Loaded at once when connected, else at :meth:`connect`.
+        Loaded at once when connected, else at :meth:`connect`. The arguments are those of
+        :meth:`Triton.bind <pytriton_like.triton.Triton.bind>`.
+
+        Args:
+            model_name: the name clients call the model by.
+            infer_func: a callable taking a list of requests and returning one dict of outputs per
+                request, or a list of such callables (one model instance each).
+            inputs: specs of the inputs, in the order clients pass them positionally.
+            outputs: specs of the outputs.
+            model_version: version number of the model.
+            config: scheduling options (default ``ModelConfig()``).
+            strict: check the callable's outputs against ``outputs``.
+            trace_config: Triton's trace settings for this model's OpenTelemetry spans in this
+                process (docs/tracing.md).
+            workers: how many worker processes run ``infer_func`` (default 1: this process);
+                see docs/workers.md.
+            worker_options: how the worker processes start (:class:`~pytriton_like.triton.WorkerOptions`).
 
         Raises:
             PyTritonValidationError: a bad name, tensor spec, callable or configuration.
@@ -174,7 +190,14 @@ class RemoteTriton:
 
     def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
         """Connect and block until SIGINT/SIGTERM, :meth:`stop`, or the server or our models are
-        gone (checked every ``monitoring_period_s``); then stop."""
+        gone; then stop (our models are unloaded, the server goes on).
+
+        Args:
+            monitoring_period_s: how often to check that the server and our models are alive.
+
+        Raises:
+            PyTritonServerError: the server was not ready in time, or refused a model.
+        """
         restore = {}
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):

@@ -25,7 +25,7 @@ _NOT_FLAGS = {
     "load_model",
     "extra_args",
     "drain_secs",  # serve()'s drain on SIGTERM, before tritonserver is asked to stop
-    # the OpenAI endpoint is a process of pytriton_like's, not part of tritonserver
+    # the OpenAI endpoint runs in a process of its own (openai/service.py), not in tritonserver
     "allow_openai",
     "openai_address",
     "openai_port",

@@ -43,100 +43,100 @@ DEFAULT_RESTART_WINDOW_SECS = 60.0
 
 @dataclasses.dataclass(frozen=True)
 class TritonConfig:
-    """Options of the tritonserver process; ``None`` leaves Triton's default.
+    """Options of the tritonserver process; ``None`` leaves Triton's default (docs/configuration.md).
 
     Every field may also come from an environment variable ``PYTRITON_TRITON_CONFIG_<FIELD>``
-    (e.g. ``PYTRITON_TRITON_CONFIG_HTTP_PORT=9000``); a list field takes one item from
-    ``..._<FIELD>`` or several from ``..._<FIELD>_0``, ``..._<FIELD>_1``...; a value given to the
-    constructor wins over the environment. A variable that names no field is ignored, with one
-    warning naming all such variables (as PyTriton does); a bad value of a known field is an error.
+    (``..._HTTP_PORT=9000``; a list field from ``..._<FIELD>`` or ``..._<FIELD>_0``, ``_1``...;
+    booleans ``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off``); a value given to the
+    constructor wins. A variable naming no field is ignored with a warning; a bad value is an
+    error. Frozen: make a changed copy with ``dataclasses.replace``. Fields without a note of
+    their own pass to the tritonserver option of the same name (``--grpc-keepalive-time``).
 
     Args:
+        model_repository: hand-written models served next to bound ones: a folder or an ``s3://`` URL.
         id: identifier of the server.
-        model_repository: a model repository of hand-written models served next to bound ones: a
-            folder, or an ``s3://`` URL (kept as a string; docs/model_management.md).
-        log_verbose: verbose logging level (0: off).
+        log_verbose: tritonserver's verbose logging level (0: off).
         log_file: file that receives the server's log (default: ``triton.log`` in the workspace).
-        exit_timeout_secs: how long stopping waits for in-flight requests.
+        exit_timeout_secs: how long stopping waits for in-flight requests (Triton's default 30).
         exit_on_error: exit when initialisation fails.
-        strict_readiness: ready only when every model is ready.
-        allow_http / http_address / http_port / http_header_forward_pattern / http_thread_count /
-        http_restricted_api: the HTTP endpoint (default port 8000).
-        allow_grpc / grpc_address / grpc_port / grpc_header_forward_pattern /
-        grpc_infer_allocation_pool_size / grpc_use_ssl / grpc_use_ssl_mutual / grpc_server_cert /
-        grpc_server_key / grpc_root_cert / grpc_infer_response_compression_level /
-        grpc_keepalive_time / grpc_keepalive_timeout / grpc_keepalive_permit_without_calls /
-        grpc_http2_max_pings_without_data / grpc_http2_min_recv_ping_interval_without_data /
-        grpc_http2_max_ping_strikes / grpc_restricted_protocol: the gRPC endpoint (default port 8001).
-        allow_metrics / allow_gpu_metrics / allow_cpu_metrics / metrics_interval_ms / metrics_port /
-        metrics_address / metrics_config: the Prometheus metrics endpoint (default port 8002).
-        allow_sagemaker / sagemaker_port / sagemaker_safe_port_range / sagemaker_thread_count:
-            Triton's Amazon SageMaker endpoint (``/ping``, ``/invocations``; default port 8080).
-        allow_vertex_ai / vertex_ai_port / vertex_ai_thread_count / vertex_ai_default_model:
-            Triton's Google Vertex AI endpoint (default port 8080; Triton reads the routes from
-            ``AIP_PREDICT_ROUTE`` and ``AIP_HEALTH_ROUTE``). See docs/lifecycle_policy.md.
-        trace_config: trace settings (``<setting>=<value>``, repeated).
-        cache_config: response cache settings, e.g. ``["local,size=1048576"]``.
+        strict_readiness: ready only when every model is ready (Triton's default).
+        allow_http: serve the HTTP endpoint (default True).
+        http_address: the address the HTTP endpoint listens on (default: every interface).
+        http_port: the HTTP endpoint's port (default 8000).
+        http_header_forward_pattern: a regex; matching HTTP headers reach the callable as request parameters.
+        http_thread_count: threads of the HTTP endpoint.
+        http_restricted_api: ``<groups>:<header>=<value>``, only for groups ``Triton(security_config=...)``
+            leaves open (restricting one twice is refused; docs/security.md).
+        allow_grpc: serve the gRPC endpoint (default True).
+        grpc_address: the address the gRPC endpoint listens on (default: every interface).
+        grpc_port: the gRPC endpoint's port (default 8001).
+        grpc_header_forward_pattern: as ``http_header_forward_pattern``, for gRPC metadata.
+        grpc_infer_allocation_pool_size: request/response objects kept for reuse (0: freed after each).
+        grpc_use_ssl: serve gRPC over TLS.
+        grpc_use_ssl_mutual: require clients' certificates too.
+        grpc_server_cert: the server's certificate file.
+        grpc_server_key: the server's key file.
+        grpc_root_cert: the root certificate client certificates are checked against.
+        grpc_infer_response_compression_level: ``none``, ``low``, ``medium`` or ``high``.
+        grpc_keepalive_time: keepalive: ms between pings.
+        grpc_keepalive_timeout: keepalive: ms to wait for a ping's answer.
+        grpc_keepalive_permit_without_calls: keepalive: ping while no call is active.
+        grpc_http2_max_pings_without_data: HTTP/2: pings allowed without data.
+        grpc_http2_min_recv_ping_interval_without_data: HTTP/2: the least ms between pings.
+        grpc_http2_max_ping_strikes: HTTP/2: bad pings before the connection is closed.
+        grpc_restricted_protocol: as ``http_restricted_api``, for gRPC.
+        allow_metrics: serve the Prometheus metrics endpoint (default True; docs/metrics.md).
+        allow_gpu_metrics: report GPU metrics.
+        allow_cpu_metrics: report CPU and memory metrics.
+        metrics_interval_ms: how often Triton updates its metrics.
+        metrics_port: the metrics endpoint's port (default 8002).
+        metrics_address: the address the metrics endpoint listens on (default: every interface).
+        allow_sagemaker: serve Triton's SageMaker endpoint (``/ping``, ``/invocations``; docs/lifecycle_policy.md).
+        sagemaker_port: the SageMaker endpoint's port (default 8080).
+        sagemaker_safe_port_range: the port range allowed for endpoints other than SageMaker's.
+        sagemaker_thread_count: threads of the SageMaker endpoint.
+        allow_vertex_ai: serve Triton's Vertex AI endpoint (routes from ``AIP_PREDICT_ROUTE`` and
+            ``AIP_HEALTH_ROUTE``); the server then starts at ``run()`` (docs/lifecycle_policy.md).
+        vertex_ai_port: the Vertex AI endpoint's port (default 8080).
+        vertex_ai_thread_count: threads of the Vertex AI endpoint.
+        vertex_ai_default_model: the model of single-model Vertex AI requests.
+        metrics_config: metrics settings, ``<setting>=<value>`` each.
+        trace_config: trace settings, ``<setting>=<value>`` each; also the default of
+            ``bind(trace_config=...)`` for spans in your process (docs/tracing.md).
+        cache_config: the response cache and its size, e.g. ``["local,size=1048576"]``.
         cache_directory: folder of cache implementations (default: the Triton install's ``caches``).
         buffer_manager_thread_count: threads that copy tensors.
-        shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
-            uses per model instance and direction; a request or response needing more fails with
-            an error naming the size (default: no limit; the arenas are memfds, memory like any
-            other, not files in /dev/shm).
-        relay_spin_us: pytriton_like's own setting: with one batch in flight per instance, how
-            long, in microseconds, the relay's backend polls for the worker's answer before it
-            sleeps (default 0: it sleeps at once). It saves the wake-up of a sleeping thread when
-            CPUs are idle, and costs CPU when they are not; a model whose answers take longer stops
-            spinning by itself, and a model with more instances than half the CPUs never spins.
-        relay_in_flight: pytriton_like's own setting: how many batches the relay keeps in flight
-            per model instance of a non-decoupled model (default 1, at most 16). With 2 or more the
-            backend sends the next batch while the callable runs (it still runs one batch at a
-            time), and a thread per instance answers (bench/README.md measures both).
-        model_control_mode: how the models of ``model_repository`` are loaded: ``"none"`` (the
-            default: all at start), ``"explicit"`` (those in ``load_model`` at start, the others on
-            request) or ``"poll"`` (all at start, then the folder is watched). pytriton_like runs
-            these over the repository itself; tritonserver always runs in explicit mode (see
-            docs/model_management.md).
-        repository_poll_secs: in ``"poll"`` mode, seconds between two scans of the repository
-            (default 15).
+        shm_limit_bytes: pytriton_like's own: the largest shared-memory arena of the relay per model
+            instance and direction; a request needing more fails naming the size (default: no limit).
+        relay_spin_us: pytriton_like's own: µs the relay's backend polls for the answer before it
+            sleeps (default 0); a model with more instances than half the CPUs never polls.
+        relay_in_flight: pytriton_like's own: batches in flight per instance of a non-decoupled
+            model (default 1, at most 16); with more, the next batch is sent while the callable runs.
+        model_control_mode: how ``model_repository``'s models load: ``"none"`` (default: all at
+            start), ``"explicit"`` (``load_model`` at start) or ``"poll"`` (docs/model_management.md).
+        repository_poll_secs: in ``"poll"`` mode, seconds between two scans (default 15).
         load_model: in ``"explicit"`` mode, the repository models loaded at start.
-        extra_args: tritonserver options this class does not name, as a dict
-            (``{"model-load-thread-count": 4, "log-format": "ISO8601"}``; a list value repeats the
-            option, ``None`` passes it without a value) or a list of flags
-            (``["--model-load-thread-count=4"]``). Options pytriton_like controls (ports,
-            addresses, the model-control mode and repositories, backend and cache folders,
-            restricted APIs, the log it reads, endpoints it cannot guard) are refused with a
-            :class:`PyTritonValidationError` that says what to use instead; so are options a
-            field of this class sets (use the field). From the environment:
-            ``PYTRITON_TRITON_CONFIG_EXTRA_ARGS=--model-load-thread-count=4`` (one flag) or
-            ``..._EXTRA_ARGS_0``, ``..._EXTRA_ARGS_1``... (several).
-        drain_secs: pytriton_like's own setting: on SIGTERM, ``serve()`` first makes the server
-            report not ready (``/v2/health/ready`` answers 400, gRPC ``ServerReady`` false) and
-            keeps serving what comes for this many seconds, then stops as ``stop()`` does (in-flight
-            requests finish). Default 5; 0 stops at once. SIGINT and ``stop()`` do not drain;
-            a second signal cuts the drain short. Needs ``strict_readiness`` (Triton's default).
-            See docs/deployment.md.
-        triton_home: pytriton_like's own setting: the Triton install that serves, a folder laid out
-            as ``/opt/tritonserver`` in NVIDIA's containers (``bin/tritonserver``, ``lib/``,
-            ``backends/``); default: the tritonserver shipped with pytriton_like. Its backends are
-            used from where they are (nothing is written into the install) and the relay's backend
-            is loaded next to them; a server whose backend API the relay does not support fails to
-            start with both versions named. From the environment:
-            ``PYTRITON_TRITON_CONFIG_TRITON_HOME=/opt/tritonserver`` (docs/deployment.md).
-        allow_openai / openai_address / openai_port / openai_api_key: pytriton_like's own
-            OpenAI-compatible HTTP endpoint (``/v1/models``, ``/v1/chat/completions``,
-            ``/v1/completions``, ``/v1/embeddings``), off by default; ``allow_openai=True`` serves
-            it on port 9000 of every interface (``openai_address`` to choose), from a process of its
-            own. Requests go through tritonserver's gRPC endpoint to models bound with
-            :mod:`pytriton_like.openai`'s helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
-            without one, an endpoint beyond loopback says so at start. See docs/openai.md.
-        max_restarts / restart_window_secs: pytriton_like's own settings: when tritonserver (or the
-            OpenAI endpoint's process) exits unexpectedly — killed, aborted — it is started again on
-            the same ports with the same models, at once the first time, then after a back-off of
-            0.5 s doubling up to 10 s; at most ``max_restarts`` times (default 10) within
-            ``restart_window_secs`` (default 60). One exit more and ``serve()`` raises
-            :class:`~pytriton_like.exceptions.PyTritonServerError` with the end of the server's log,
-            for an orchestrator to take over (0: never restarted). See docs/reliability.md.
+        extra_args: tritonserver options no field names: a dict (``{"log-format": "ISO8601"}``; a
+            list value repeats it, ``None`` passes no value) or a list of flags. Options
+            pytriton_like controls, or a field sets, are refused, saying what to use instead.
+        drain_secs: pytriton_like's own: on SIGTERM, ``serve()`` reports not ready and serves on this
+            long before it stops (default 5; 0: at once; docs/deployment.md).
+        triton_home: pytriton_like's own: the Triton install that serves, laid out as NVIDIA's
+            ``/opt/tritonserver`` (default: the shipped tritonserver; docs/deployment.md).
+        allow_openai: pytriton_like's own OpenAI-compatible endpoint, in a process of its own, for
+            models bound with ``pytriton_like.openai`` (default off; docs/openai.md).
+        openai_address: the address the OpenAI endpoint listens on (default: every interface).
+        openai_port: the OpenAI endpoint's port (default 9000).
+        openai_api_key: the key each request must send as ``Authorization: Bearer <key>``.
+        max_restarts: pytriton_like's own: how many times tritonserver (or the OpenAI endpoint's
+            process) that died is started again, on the same ports with the same models, within
+            ``restart_window_secs`` (default 10; 0: never); one death more and ``serve()`` raises
+            (docs/reliability.md).
+        restart_window_secs: the window ``max_restarts`` counts in (default 60).
+
+    Raises:
+        PyTritonValidationError: a bad port, HTTP and gRPC both off, a setting out of range or in the
+            wrong mode, ``allow_openai`` without plain gRPC, an ``extra_args`` option pytriton_like controls.
     """
 
     model_repository: Optional[Union[pathlib.Path, str]] = None
@@ -270,6 +270,9 @@ class TritonConfig:
         types (``"8000"`` -> 8000, ``"false"`` -> False; a list field takes a list, or one string
         as one item); names that are no field are logged at WARNING and ignored.
 
+        Args:
+            config: field names and their values.
+
         Raises:
             PyTritonValidationError: a value that does not convert to its field's type.
         """
@@ -287,11 +290,18 @@ class TritonConfig:
         """A config from ``PYTRITON_TRITON_CONFIG_*`` variables, values converted to the field types.
 
         A variable that names no field is logged at WARNING and ignored (as PyTriton does).
+
+        Args:
+            environ: the variables to read (default: ``os.environ``).
         """
         return cls(**env_values(os.environ if environ is None else environ, ENV_PREFIX, _field_types()))
 
     def with_env(self, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
-        """This config with the fields it leaves ``None`` taken from the environment."""
+        """This config with the fields it leaves ``None`` taken from the environment.
+
+        Args:
+            environ: the variables to read (default: ``os.environ``).
+        """
         values = env_values(os.environ if environ is None else environ, ENV_PREFIX, _field_types())
         return dataclasses.replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
 
