@@ -6,8 +6,13 @@ sleep: a model's time per token that holds no GIL. ``--callable async`` (the def
 async generator, ``sync`` a plain generator (each step in the worker's thread pool). The model is
 bound with ``bind_chat_model``'s defaults (each request a batch of its own).
 
+With ``--probe``, two plain models beside it: ``probe`` (y = 2x, in ``--probe-workers`` worker
+processes when more than 1), which bench/reliability.py calls to see whether the server answers,
+and ``slow`` (y = x after 20 ms), for unary calls whose deadlines expire.
+
 Prints ``BENCH_START``/``BENCH_READY <unix time>`` as serve_double.py does; serves until SIGINT or
-SIGTERM. Started by bench/servers.py for bench/openai_endpoint.py and bench/peers.py.
+SIGTERM. Started by bench/servers.py for bench/openai_endpoint.py, bench/peers.py and
+bench/reliability.py.
 """
 
 import argparse
@@ -16,10 +21,34 @@ import signal
 import threading
 import time
 
+import numpy as np
+
+from pytriton_like.decorators import batch
+from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.openai import bind_chat_model
 from pytriton_like.triton import Triton, TritonConfig
 
 MODEL = "bench-chat"
+X = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
+Y = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
+
+
+@batch
+def double(x):
+    return {"y": x * 2}
+
+
+@batch
+def slow(x):
+    time.sleep(0.02)
+    return {"y": x}
+
+
+def bind_probes(triton: Triton, workers: int) -> None:
+    """``probe`` and ``slow``, the plain models of ``--probe``."""
+    triton.bind(model_name="probe", infer_func=double, inputs=X, outputs=Y, config=ModelConfig(max_batch_size=8),
+                workers=workers)
+    triton.bind(model_name="slow", infer_func=slow, inputs=X, outputs=Y, config=ModelConfig(max_batch_size=8))
 
 
 def main() -> None:
@@ -29,6 +58,8 @@ def main() -> None:
     parser.add_argument("--pieces", type=int, default=64)
     parser.add_argument("--piece-ms", type=float, default=0.0, help="sleep before each piece")
     parser.add_argument("--callable", choices=("async", "sync"), default="async")
+    parser.add_argument("--probe", action="store_true", help="also serve the plain models probe and slow")
+    parser.add_argument("--probe-workers", type=int, default=1, help="worker processes of probe")
     args = parser.parse_args()
     delay, pieces = args.piece_ms / 1000, args.pieces
 
@@ -55,6 +86,8 @@ def main() -> None:
     triton = Triton(config=config)
     try:
         bind_chat_model(triton, MODEL, generate_async if args.callable == "async" else generate)
+        if args.probe:
+            bind_probes(triton, args.probe_workers)
         triton.run()
         print(f"BENCH_READY {time.time():.6f}", flush=True)
         stop.wait()

@@ -73,10 +73,10 @@ class Serving:
             self.stop()
             self._console.printing = False
         if self._given_up is not None:
+            policy = self._config.restart_policy()
             raise PyTritonServerError(
-                f"{self._given_up} while serving, and was not started again: it died more often than"
-                f" TritonConfig.max_restarts={self._config.restart_policy().max_restarts} within"
-                f" restart_window_secs={self._config.restart_policy().window_s:g} allow",
+                f"{self._given_up} while serving, and was not started again (TritonConfig.max_restarts="
+                f"{policy.max_restarts} within restart_window_secs={policy.window_s:g}; docs/reliability.md)",
                 log_tail=self._run.server.log_tail(),
             )
 

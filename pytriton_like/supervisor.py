@@ -9,10 +9,11 @@ thread. When a child exits without being stopped:
 
 - it is started again: the first time at once, then after a back-off that doubles from 0.5 s up
   to 10 s with each restart still within the policy's window;
-- at most :attr:`RestartPolicy.max_restarts` times within :attr:`RestartPolicy.window_s`; one
-  exit more and the supervisor gives up on it (:meth:`Child.given_up`), and its owner decides
-  what that means (tritonserver and the endpoint: ``serve()`` raises, so that an orchestrator
-  takes over; a worker process: its model serves with the others);
+- at most :attr:`RestartPolicy.max_restarts` times within :attr:`RestartPolicy.window_s`, and
+  until :data:`MAX_FAILED_STARTS` restarts in a row failed to serve (a child that cannot start is
+  not one a client crashed); then the supervisor gives up on it (:meth:`Child.given_up`), and its
+  owner decides what that means (tritonserver and the endpoint: ``serve()`` raises, so that an
+  orchestrator takes over; a worker process: its model serves with the others);
 - each exit and restart is logged at ERROR with how the child ended (its exit code or signal,
   and what it printed last where that helps);
 - the wait for a restarted child to serve runs on a thread of its own: a slow restart never keeps
@@ -38,11 +39,12 @@ from typing import Any, Deque, Dict, Optional, Set, Tuple
 
 from .exceptions import PyTritonValidationError
 
-__all__ = ["Child", "RestartPolicy", "Supervisor", "RESTART_GRACE_S", "describe_exit"]
+__all__ = ["Child", "RestartPolicy", "Supervisor", "MAX_FAILED_STARTS", "RESTART_GRACE_S", "describe_exit"]
 
 logger = logging.getLogger(__name__)
 
 RESTART_GRACE_S = 5.0
+MAX_FAILED_STARTS = 3
 _FIRST_BACKOFF_S = 0.5
 _MAX_BACKOFF_S = 10.0
 
@@ -138,6 +140,7 @@ class Supervisor:
         self._due: Dict[Child, float] = {}  # restarts waiting for their time
         self._history: Dict[Child, Deque[float]] = {}  # when each child was restarted, within its window
         self._counts: Dict[Child, int] = {}  # restarts in all
+        self._failed_starts: Dict[Child, int] = {}  # restarts in a row that did not come to serve
         self._starts: Deque[Tuple[Child, Optional[Future]]] = collections.deque()  # to spawn on the thread
         self._forgotten: Set[Child] = set()
         self._paused = False
@@ -269,6 +272,8 @@ class Supervisor:
             wanted = not self._paused and child not in self._forgotten
             if wanted:
                 self._watched.add(child)
+        with self._lock:
+            self._failed_starts.pop(child, None)
         if not wanted:  # stopping meanwhile: its owner no longer knows it runs
             if future is not None:
                 future.set_exception(RuntimeError(f"{child.name} started while stopping"))
@@ -288,9 +293,9 @@ class Supervisor:
         if future is not None:  # a first start: its caller decides
             future.set_exception(exc)
             return
-        self._exited(child, f"its restart failed: {exc}")
+        self._exited(child, f"its restart failed: {exc}", failed_start=True)
 
-    def _exited(self, child: Child, cause: str, details: str = "") -> None:
+    def _exited(self, child: Child, cause: str, details: str = "", failed_start: bool = False) -> None:
         """``child`` ended without being stopped: restart it after its back-off, or give up on it."""
         with self._lock:
             if self._paused or child in self._forgotten:
@@ -300,7 +305,9 @@ class Supervisor:
             while history and history[0] < now - child.policy.window_s:
                 history.popleft()
             recent = len(history)
-            give_up = recent >= child.policy.max_restarts
+            failed_starts = self._failed_starts.get(child, 0) + failed_start
+            self._failed_starts[child] = failed_starts
+            give_up = recent >= child.policy.max_restarts or failed_starts >= MAX_FAILED_STARTS
             if not give_up:
                 delay = child.policy.backoff_s(recent)
                 history.append(now)
@@ -310,10 +317,11 @@ class Supervisor:
         policy = child.policy
         details = f"; {details}" if details else ""
         if give_up:
-            logger.error(
-                "%s exited unexpectedly (%s); it was started again %d times within %g s, the most allowed: giving up on it%s",
-                child.name, cause, recent, policy.window_s, details,
+            why = (
+                f"its last {failed_starts} restarts in a row failed" if failed_starts >= MAX_FAILED_STARTS
+                else f"it was started again {recent} times within {policy.window_s:g} s, the most allowed"
             )
+            logger.error("%s exited unexpectedly (%s); %s: giving up on it%s", child.name, cause, why, details)
             self._hook(child, "given_up", cause)
             return
         logger.error(

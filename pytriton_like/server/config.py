@@ -37,8 +37,8 @@ MAX_RELAY_IN_FLIGHT = 16
 DEFAULT_DRAIN_SECS = 5.0
 # How often tritonserver and the OpenAI endpoint's process are started again when they die
 # (TritonConfig.max_restarts / restart_window_secs, docs/reliability.md).
-DEFAULT_MAX_RESTARTS = 10
-DEFAULT_RESTART_WINDOW_SECS = 60.0
+DEFAULT_MAX_RESTARTS = 20
+DEFAULT_RESTART_WINDOW_SECS = 120.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,9 +130,9 @@ class TritonConfig:
         openai_api_key: the key each request must send as ``Authorization: Bearer <key>``.
         max_restarts: pytriton_like's own: how many times tritonserver (or the OpenAI endpoint's
             process) that died is started again, on the same ports with the same models, within
-            ``restart_window_secs`` (default 10; 0: never); one death more and ``serve()`` raises
-            (docs/reliability.md).
-        restart_window_secs: the window ``max_restarts`` counts in (default 60).
+            ``restart_window_secs`` (default 20; 0: never); one death more, or three restarts in a
+            row that fail to start, and ``serve()`` raises (docs/reliability.md).
+        restart_window_secs: the window ``max_restarts`` counts in (default 120).
 
     Raises:
         PyTritonValidationError: a bad port, HTTP and gRPC both off, a setting out of range or in the
