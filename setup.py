@@ -24,6 +24,10 @@ import subprocess
 import sys
 import tempfile
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 from setuptools import Extension, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
@@ -41,6 +45,17 @@ def _flags() -> dict:
     """native/flags.mk's ``NAME := words`` lines, as lists of words."""
     text = (ROOT / "native" / "flags.mk").read_text()
     return {name: value.split() for name, value in re.findall(r"^(\w+)\s*:=\s*(.*)$", text, re.MULTILINE)}
+
+
+def _long_description() -> str:
+    """README.md with its relative links made absolute: an index page has no repository beside it.
+
+    They lead to the files as they are at this version's tag (``v<version>``) of the Source URL.
+    """
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = f"{project['urls']['Source']}/blob/v{project['version']}/"
+    readme = (ROOT / "README.md").read_text()
+    return re.sub(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)", lambda link: f"]({base}{link[1]})", readme)
 
 
 def _is_program(name: str) -> bool:
@@ -95,6 +110,8 @@ class PlatformWheel(bdist_wheel):
 
 
 setup(
+    long_description=_long_description(),
+    long_description_content_type="text/markdown",
     ext_modules=[
         Extension("pytriton_like.relay.libtriton_pytriton_like", sources=[f"native/{name}" for name in SOURCES]),
         Extension("pytriton_like.relay.libpytriton_like_hide_token", sources=["native/hide_token.c"]),

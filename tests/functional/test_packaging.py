@@ -24,8 +24,9 @@ NATIVE = ("relay/libtriton_pytriton_like.so", "relay/libpytriton_like_hide_token
 def source(tmp_path_factory) -> pathlib.Path:
     """A copy of what the sdist holds, so that the working tree gets no build/ folder."""
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "THIRD_PARTY_NOTICES.md"):
         shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "third_party", source / "third_party")
     built = ("*.so", "reaper_wait", "fuzz_wire", "__pycache__")  # the wheel must build its own
     server = ("tritonserver",)  # and lay out its own server
     shutil.copytree(ROOT / "pytriton_like", source / "pytriton_like", ignore=shutil.ignore_patterns(*built, *server))
@@ -97,3 +98,16 @@ def test_the_wheel_ships_py_typed_the_command_and_the_native_code(source, tmp_pa
     assert "<" not in numpy, numpy
     assert not requires & {"sh", "typing-extensions", "typing_extensions"}  # declared once, never imported
     assert (pathlib.Path(pytriton_like.__file__).parent / "py.typed").exists()
+    # what an index shows and what redistribution asks: the licence of everything in it, its texts
+    # in the metadata folder, classifiers, links that work away from the repository
+    fields = [line.split(": ", 1) for line in metadata if ": " in line and not line.startswith(" ")]
+    expression = dict(fields)["License-Expression"]
+    assert expression.startswith("Apache-2.0 AND BSD-3-Clause") and "LicenseRef-NVIDIA-CUDA-EULA" in expression
+    licences = {name.split(".dist-info/licenses/", 1)[1] for name in names if ".dist-info/licenses/" in name}
+    assert {"LICENSE", "THIRD_PARTY_NOTICES.md", "third_party/pytriton.txt", "third_party/triton-server.txt",
+            "third_party/cuda-runtime-EULA.txt", "third_party/debian/libcurl4.copyright"} <= licences
+    assert {value for key, value in fields if key == "License-File"} == licences
+    assert "Programming Language :: Python :: 3.13" in {value for key, value in fields if key == "Classifier"}
+    assert {value.split(", ")[0] for key, value in fields if key == "Project-URL"} >= {"Source", "Changelog"}
+    description = "\n".join(metadata[metadata.index("") + 1:])
+    assert "](docs/" not in description and "/blob/v0.1.0/docs/quickstart.md)" in description

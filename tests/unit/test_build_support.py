@@ -111,3 +111,10 @@ def test_the_c_flags_are_defined_once_and_warnings_are_errors_only_in_the_projec
     assert 'flags["CFLAGS_WERROR"] if os.environ.get("PYTRITON_LIKE_WERROR") == "1" else []' in setup
     top = (root / "Makefile").read_text()
     assert top.count("$(STRICT_BUILD) ") == 2 and "STRICT_BUILD := PYTRITON_LIKE_WERROR=1" in top  # both venvs
+
+
+def test_every_library_the_server_carries_is_in_the_third_party_notices():
+    notices = (pathlib.Path(__file__).resolve().parents[2] / "THIRD_PARTY_NOTICES.md").read_text()
+    for library in (BUNDLED_HOME / "lib").iterdir():
+        named = re.sub(r"-[0-9a-f]{8}\..*", "-*", library.name)  # libcurl-75a2bf80.so.4.7.0: libcurl-*
+        assert f"`{named}" in notices, library.name
