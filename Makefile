@@ -68,6 +68,17 @@ dist: $(DIST_TOOLS)
 	@$(NEED_CROSS)
 	$(BIN)/python tools/dist.py
 
+# The aarch64 wheel of dist/ served under qemu-user on this x86_64 machine: its tritonserver and
+# relay backend, a model called over HTTP and gRPC (tools/smoke_aarch64.py; it fetches Debian's
+# aarch64 zlib with apt-get into a folder of its own).
+QEMU_PACKAGES := qemu-user libstdc++6-arm64-cross
+NEED_QEMU := dpkg -s $(QEMU_PACKAGES) >/dev/null 2>&1 || apt-get install -y $(QEMU_PACKAGES) \
+	|| (apt-get update && apt-get install -y $(QEMU_PACKAGES))
+.PHONY: smoke-aarch64
+smoke-aarch64: dist
+	@$(NEED_QEMU)
+	$(BIN)/python tools/smoke_aarch64.py
+
 # pytriton_like's sdist and wheel built once; into a fresh venv of every Python of requires-python
 # (pyenv's), the wheel installed from wheels alone (pip --only-binary :all:, no compiler on PATH),
 # and the sdist built and installed with no index but a local wheelhouse (PYTRITON_LIKE_TRITON_WHEEL
