@@ -158,7 +158,8 @@ def set_run_path(path: pathlib.Path, new: str) -> Optional[str]:
             old = dynamic.string(offset)
             if len(new.encode()) > len(old):
                 raise ElfEditError(f"{path}: run path {new!r} is longer than {old.decode()!r}; it can only shrink in place")
-            shared = [what for at, what in references.items() if offset < at <= offset + len(old)]
+            # a name that starts inside the old path would read the new one's bytes (its end, a NUL, stays)
+            shared = [what for at, what in references.items() if offset < at < offset + len(old)]
             if shared:
                 raise ElfEditError(f"{path}: the run path {old.decode()!r} shares its bytes with {shared[0]}")
             file.seek(dynamic.strings_offset + offset)

@@ -1,8 +1,9 @@
 """`make dist`: the sdist and the wheels a package index would accept, each checked, in dist/.
 
 1. ``python -m build``: the sdist, and from it the wheel for this machine (x86_64);
-2. from the same sdist, the aarch64 wheel, cross-compiled (``CC=aarch64-linux-gnu-gcc``: the C
-   backend for aarch64, NVIDIA's aarch64 wheel for the server tree);
+2. from the same sdist, the wheel of the other architecture, cross-compiled (on x86_64:
+   ``CC=aarch64-linux-gnu-gcc``, the C backend for aarch64, NVIDIA's aarch64 wheel for the
+   server tree);
 3. ``auditwheel show`` on each wheel: the platform tag it finds the files consistent with must be
    the one the wheel carries;
 4. ``twine check --strict``: the metadata and the long description render on an index page.
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import pathlib
+import platform
 import re
 import shutil
 import subprocess
@@ -25,9 +27,9 @@ import tarfile
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# The C compiler that builds for each architecture on an x86_64 Debian machine (Debian's cross
-# compiler for aarch64: gcc-aarch64-linux-gnu; the Makefile installs it).
-COMPILERS = {"x86_64": "cc", "aarch64": "aarch64-linux-gnu-gcc"}
+# Debian's cross compilers, for the architectures other than this machine's (the Makefile
+# installs gcc-aarch64-linux-gnu; it builds on x86_64).
+CROSS_COMPILERS = {"x86_64": "x86_64-linux-gnu-gcc", "aarch64": "aarch64-linux-gnu-gcc"}
 SCRIPTS = pathlib.Path(sys.executable).parent  # auditwheel's and twine's commands, beside this Python
 
 
@@ -47,7 +49,7 @@ def build_wheel_from_sdist(sdist: pathlib.Path, arch: str, outdir: pathlib.Path,
             safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python 3.12+ asks
             archive.extractall(scratch, **safe)
         (source,) = pathlib.Path(scratch).iterdir()
-        run([sys.executable, "-m", "build", "--wheel", "--outdir", outdir, source], env={**env, "CC": COMPILERS[arch]})
+        run([sys.executable, "-m", "build", "--wheel", "--outdir", outdir, source], env={**env, "CC": CROSS_COMPILERS[arch]})
 
 
 def wheel_platform(wheel: pathlib.Path) -> str:
@@ -63,20 +65,21 @@ def audit(wheel: pathlib.Path) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outdir", type=pathlib.Path, default=ROOT / "dist")
-    parser.add_argument("--arch", action="append", choices=sorted(COMPILERS), help="wheels to build (default: all)")
+    parser.add_argument("--arch", action="append", choices=sorted(CROSS_COMPILERS), help="wheels to build (default: all)")
     args = parser.parse_args(argv)
-    arches = args.arch or ["x86_64", "aarch64"]
+    arches = args.arch or sorted(CROSS_COMPILERS)
     shutil.rmtree(args.outdir, ignore_errors=True)
     env = {**os.environ, "PYTRITON_LIKE_WERROR": "1"}
     build_sdist_and_native_wheel(args.outdir, env)
     (sdist,) = args.outdir.glob("pytriton_like-*.tar.gz")
+    native = platform.machine()
     for arch in arches:
-        if not list(args.outdir.glob(f"*_{arch}.whl")):
+        if arch != native:
             build_wheel_from_sdist(sdist, arch, args.outdir, env)
     failures = 0
     for wheel in sorted(args.outdir.glob("*.whl")):
-        if not any(wheel.name.endswith(f"_{arch}.whl") for arch in arches):
-            wheel.unlink()  # a machine that is not x86_64 built its own first; only the asked ones stay
+        if native not in arches and wheel.name.endswith(f"_{native}.whl"):
+            wheel.unlink()  # built with the sdist, not asked for
             continue
         found = audit(wheel)
         agrees = found == wheel_platform(wheel)

@@ -6,8 +6,8 @@ tag py3-none-manylinux_X_Y_<arch>). Then for each Python version given (pyenv's 
 
 - from the wheel: a fresh venv, ``pip install --only-binary :all:`` of the wheel (no source build
   of any dependency) with no C compiler on PATH, and a smoke run in that venv, outside the
-  checkout, with that PATH still: a model served with ``Triton`` on free ports, called over HTTP
-  and gRPC, stopped;
+  checkout, with that PATH still (tools/smoke_model.py: a model served with ``Triton`` on free
+  ports, called over HTTP and gRPC, stopped);
 - from the sdist: a local wheelhouse of what it needs for that Python (its dependencies and its
   build requirements, ``pip download``), then a fresh venv, ``pip install --no-index --find-links
   <wheelhouse>`` of the sdist with ``PYTRITON_LIKE_TRITON_WHEEL`` naming NVIDIA's wheel there, and
@@ -20,6 +20,7 @@ numpy must stay as it was. Prints one line per Python and install and exits 1 if
 """
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -38,62 +39,13 @@ else:
     import tomli as tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "tools" / "smoke_model.py"  # a model served, called over HTTP and gRPC, stopped
 sys.path.insert(0, str(ROOT))
 from build_support import server  # noqa: E402  (which NVIDIA wheel the sdist's build is given)
 PRESET_NUMPY = "numpy==2.0.2"  # an older numpy 2 with wheels for 3.9-3.12; 3.13 gets 2.1.3
 PRESET_NUMPY_313 = "numpy==2.1.3"
 # C and C++ compilers and preprocessors, as PATH names them (cc, gcc-12, x86_64-linux-gnu-gcc, clang++...)
 COMPILER = re.compile(r"([\w.]+-)*(cc|gcc|g\+\+|c\+\+|cpp|clang|clang\+\+|tcc)(-[\d.]+)?")
-
-SMOKE = r'''
-import json, socket, sys, time
-import numpy as np
-import pytriton_like
-from pytriton_like.client import ModelClient
-from pytriton_like.decorators import batch
-from pytriton_like.model_config import ModelConfig, Tensor
-from pytriton_like.triton import Triton, TritonConfig
-
-@batch
-def add_sub(a, b):
-    return {"add": a + b, "sub": a - b}
-
-def free_ports(count):
-    probes = [socket.socket() for _ in range(count)]
-    for probe in probes:
-        probe.bind(("127.0.0.1", 0))
-    ports = [probe.getsockname()[1] for probe in probes]
-    for probe in probes:
-        probe.close()
-    return ports
-
-http, grpc, metrics = free_ports(3)
-config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics)
-a = np.array([[1.0, 2.0]], dtype=np.float32)
-b = np.array([[0.5, 0.5]], dtype=np.float32)
-answers = {}
-started = time.monotonic()
-with Triton(config=config) as triton:
-    triton.bind("AddSub", add_sub,
-                inputs=[Tensor(name="a", dtype=np.float32, shape=(-1,)), Tensor(name="b", dtype=np.float32, shape=(-1,))],
-                outputs=[Tensor(name="add", dtype=np.float32, shape=(-1,)), Tensor(name="sub", dtype=np.float32, shape=(-1,))],
-                config=ModelConfig(max_batch_size=8))
-    triton.run()
-    for url in (f"http://127.0.0.1:{http}", f"grpc://127.0.0.1:{grpc}"):
-        with ModelClient(url, "AddSub", init_timeout_s=60) as client:
-            result = client.infer_batch(a, b)
-        answers[url.split(":")[0]] = [result["add"].tolist(), result["sub"].tolist()]
-expected = [[[1.5, 2.5]], [[0.5, 1.5]]]
-print(json.dumps({
-    "python": sys.version.split()[0],
-    "numpy": np.__version__,
-    "package": pytriton_like.__file__,
-    "ok": all(answer == expected for answer in answers.values()) and len(answers) == 2,
-    "answers": answers,
-    "serve_s": round(time.monotonic() - started, 1),
-}))
-'''
-
 
 def interpreter(version: str) -> str:
     """pyenv's newest ``version`` interpreter, else ``python<version>`` on PATH."""
@@ -163,10 +115,11 @@ def pip_install(python: pathlib.Path, *requirements: str, path: str = None) -> f
     return time.monotonic() - started
 
 
-def offline() -> list:
+@functools.lru_cache(maxsize=None)
+def offline() -> tuple:
     """The command prefix that cuts a process off every network (a namespace of its own), or [] if this user may not."""
     probe = run(["unshare", "--net", "true"]) if shutil.which("unshare") else None
-    return ["unshare", "--net"] if probe is not None and probe.returncode == 0 else []
+    return ("unshare", "--net") if probe is not None and probe.returncode == 0 else ()
 
 
 def wheelhouse(python: pathlib.Path, wheel: pathlib.Path, folder: pathlib.Path) -> None:
@@ -197,8 +150,10 @@ def install_sdist(python: pathlib.Path, sdist: pathlib.Path, folder: pathlib.Pat
 
 
 def smoke_run(python: pathlib.Path, scratch: pathlib.Path, path: str = None) -> dict:
+    """tools/smoke_model.py's result with ``python`` (RuntimeError if it fails or imports another copy)."""
     env = dict(os.environ, PATH=path or os.environ["PATH"])
-    completed = run([str(python), "-c", SMOKE], cwd=scratch, timeout=300, env=env)  # not the checkout: the installed copy
+    # from outside the checkout: the installed copy is imported
+    completed = run([str(python), str(SMOKE)], cwd=scratch, timeout=300, env=env)
     if completed.returncode != 0:
         raise RuntimeError(f"smoke run: {completed.stderr[-3000:]}")
     result = json.loads(completed.stdout.strip().splitlines()[-1])

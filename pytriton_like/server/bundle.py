@@ -94,8 +94,9 @@ class TritonBundle:
         env = dict(environ)
         env["LD_LIBRARY_PATH"] = _prepend(self.library_path(), env.get("LD_LIBRARY_PATH", ""))
         env["PATH"] = _prepend([os.path.dirname(sys.executable)], env.get("PATH", ""))
-        if self.preload():  # after what is there already: a sanitizer runtime must stay first
-            env["LD_PRELOAD"] = " ".join([*env.get("LD_PRELOAD", "").split(), *self.preload()])
+        preload = self.preload()
+        if preload:  # after what is there already: a sanitizer runtime must stay first
+            env["LD_PRELOAD"] = " ".join([*env.get("LD_PRELOAD", "").split(), *preload])
         return env
 
     def other_backends(self) -> List[pathlib.Path]:
