@@ -216,6 +216,18 @@ bench-relay: $(STAMP)
 bench-openai: $(STAMP)
 	$(BIN)/python bench/openai_endpoint.py $(or $(ARGS),latency)
 
+# Trying to break the server (bench/reliability.py, docs/reliability.md): cancel storms through the
+# OpenAI endpoint and over raw gRPC, expiring deadlines, tritonserver / the endpoint / a worker killed;
+# prints restarts, outages (seconds to serve again) and the share of time served. The default, all of
+# them once, takes about 4 minutes:
+#   make bench-reliability ARGS="storm grpc --seconds 60"
+.PHONY: bench-reliability
+bench-reliability: $(STAMP)
+	$(if $(ARGS),$(BIN)/python bench/reliability.py $(ARGS),$(BIN)/python bench/reliability.py storm endpoint && \
+		$(BIN)/python bench/reliability.py storm grpc && $(BIN)/python bench/reliability.py storm deadlines && \
+		$(BIN)/python bench/reliability.py kill tritonserver && $(BIN)/python bench/reliability.py kill endpoint && \
+		$(BIN)/python bench/reliability.py kill worker)
+
 # pytriton_like against LitServe and Ray Serve on the same workloads, one server at a time (bench/peers.py,
 # docs/performance.md): tiny requests, a CPU-bound callable in 1 and 2 processes, OpenAI-style streams.
 # The peers, pinned in bench/requirements-peers.txt, go into an environment of their own, .venv-peers.
