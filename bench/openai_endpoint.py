@@ -38,22 +38,37 @@ MODEL = "bench-chat"
 
 
 def serve(args) -> None:
-    """The server process: the streaming model and the OpenAI endpoint, until SIGINT."""
+    """The server process: the streaming model and the OpenAI endpoint, until SIGINT; then one JSON
+    line on stdout counting the generations (``GENERATIONS``)."""
     from pytriton_like.openai import bind_chat_model
     from pytriton_like.triton import Triton, TritonConfig
 
     delay = args.token_ms / 1000
+    tokens = args.tokens
+    counts = {"started": 0, "finally ran": 0, "ended early": 0}  # "ended early": closed before its last piece
 
     def generate(request):
-        for index in range(TOKENS):
-            if delay:
-                time.sleep(delay)
-            yield f" t{index}"
+        counts["started"] += 1
+        index = -1
+        try:
+            for index in range(tokens):
+                if delay:
+                    time.sleep(delay)
+                yield f" t{index}"
+        finally:
+            counts["finally ran"] += 1
+            counts["ended early"] += index < tokens - 1
 
     async def generate_async(request):
-        for index in range(TOKENS):
-            await asyncio.sleep(delay)
-            yield f" t{index}"
+        counts["started"] += 1
+        index = -1
+        try:
+            for index in range(tokens):
+                await asyncio.sleep(delay)
+                yield f" t{index}"
+        finally:
+            counts["finally ran"] += 1
+            counts["ended early"] += index < tokens - 1
 
     http, grpc, metrics, openai_port = args.ports
     config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics, allow_openai=True,
@@ -62,6 +77,10 @@ def serve(args) -> None:
         function = generate_async if args.callable == "async" else generate
         bind_chat_model(triton, MODEL, function)  # the default: each request a batch of its own
         triton.serve()
+    print(GENERATIONS + json.dumps(counts), flush=True)  # stopped: every generation has ended
+
+
+GENERATIONS = "generations: "
 
 
 # -- the two clients -------------------------------------------------------------------------------
@@ -223,6 +242,7 @@ def main():
     parser.add_argument("--callable", choices=("async", "sync"), default="async",
                         help="an async generator (default) or a plain generator (each step in the worker's thread pool)")
     parser.add_argument("--serve", nargs=4, type=int, metavar="PORT", dest="ports", help=argparse.SUPPRESS)
+    parser.add_argument("--tokens", type=int, default=TOKENS, help=argparse.SUPPRESS)  # pieces per answer (the server)
     args = parser.parse_args()
     if args.ports:
         serve(args)

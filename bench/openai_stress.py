@@ -5,11 +5,17 @@ Starts the server of ``bench/openai_endpoint.py`` (64 pieces per answer, ``--tok
 ``--clients`` clients each stream one chat completion after another for ``--seconds``; a share
 ``--cut`` of the requests is closed after 5 pieces (a client going away). Each request has
 ``--limit`` seconds. With ``--direct`` the clients skip the endpoint: each request is a
-``ModelStreamInfer`` call to Triton's gRPC endpoint, cancelled to cut it (what the endpoint does). Prints how many streams were whole, cut on purpose, short (ended before
-64 pieces), timed out or failed with a connection error; exits 1 unless every stream not cut on
-purpose was whole.
+``ModelStreamInfer`` call to Triton's gRPC endpoint, cancelled (``RST_STREAM``) to cut it; the
+endpoint itself never cancels a stream through gRPC: it stops the generation through the library
+(relay_server/cancel_keys.py). Prints per run how many streams were whole, cut on purpose, short
+(ended before 64 pieces), timed out or failed with a connection error; whether tritonserver died
+or was restarted (its pid at the start and at the end); and the model's generations: how many
+started, how many ran their ``finally``, and how many of those ended early (closed before their
+last piece). Exits 1 unless in every run every stream not cut on purpose was whole, tritonserver
+kept its pid and every generation ran its ``finally``.
 
 Usage: .venv/bin/python bench/openai_stress.py [--runs 10] [--clients 16] [--seconds 15] [--cut 0.1] [--direct]
+       [--callable sync]
 """
 
 import argparse
@@ -90,9 +96,20 @@ async def load(ports, args) -> Counter:
     return counts
 
 
-def _tritonserver_alive(parent: int) -> bool:
-    children = subprocess.run(["ps", "-o", "args=", "--ppid", str(parent)], capture_output=True, text=True).stdout
-    return "tritonserver" in children
+def _tritonserver_pid(parent: int):
+    """The pid of the serving process's tritonserver child, or None."""
+    children = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(parent)], capture_output=True, text=True).stdout
+    for line in children.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        if "tritonserver" in args.split(" ", 1)[0]:
+            return int(pid)
+    return None
+
+
+def _tritonserver_fate(first, last) -> str:
+    if last is None:
+        return "died"
+    return "alive" if last == first else f"restarted (pid {first} -> {last})"
 
 
 def main() -> int:
@@ -104,26 +121,34 @@ def main() -> int:
     parser.add_argument("--limit", type=float, default=5.0, help="seconds each request may take")
     parser.add_argument("--direct", action="store_true", help="gRPC streams to Triton, not the endpoint")
     parser.add_argument("--token-ms", type=float, default=0.0, help="the model's sleep before each piece")
+    parser.add_argument("--callable", choices=("async", "sync"), default="async",
+                        help="the model: an async generator (default) or a plain generator")
     args = parser.parse_args()
     failed_runs = 0
     for number in range(args.runs):
         ports = free_ports(4)
         server = subprocess.Popen(
-            [sys.executable, openai_endpoint.__file__, "--token-ms", str(args.token_ms), "--callable", "async", "--serve",
-             *map(str, ports)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, openai_endpoint.__file__, "--token-ms", str(args.token_ms), "--callable", args.callable,
+             "--serve", *map(str, ports)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
         try:
             openai_endpoint.wait_ready(ports[3])
+            first = _tritonserver_pid(server.pid)
             counts = asyncio.run(load(ports, args))
-            if server.poll() is not None or not _tritonserver_alive(server.pid):
-                counts["tritonserver died"] += 1
+            fate = _tritonserver_fate(first, _tritonserver_pid(server.pid) if server.poll() is None else None)
         finally:
             server.send_signal(signal.SIGINT)
-            server.wait(60)
-        failed_runs += any(kind not in ("whole", "cut") for kind in counts)
-        print(f"run {number + 1}: {json.dumps(dict(counts))}", flush=True)
-    print(f"{failed_runs} of {args.runs} runs had streams that were short, timed out or failed")
+            output, _ = server.communicate(timeout=60)
+        generations = next((json.loads(line[len(openai_endpoint.GENERATIONS):]) for line in output.splitlines()
+                            if line.startswith(openai_endpoint.GENERATIONS)), None)
+        failed = any(kind not in ("whole", "cut") for kind in counts) or fate != "alive"
+        failed = failed or generations is None or generations["finally ran"] != generations["started"]
+        failed_runs += failed
+        print(f"run {number + 1}: streams {json.dumps(dict(counts))}; tritonserver {fate};"
+              f" generations {json.dumps(generations)}", flush=True)
+    print(f"{failed_runs} of {args.runs} runs had streams that were short, timed out or failed, a tritonserver that"
+          " died or was restarted, or a generation whose finally did not run")
     return 1 if failed_runs else 0
 
 

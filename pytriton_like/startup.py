@@ -191,6 +191,8 @@ class ServerRun:
             access_token=self._security.access_token,
             api_key=config.openai_api_key,
             models=self.openai_models(),
+            on_cancel=self._cancel_stream,
+            max_unread_bytes=config.openai_unread_limit(),
         )
         if not config.openai_api_key and not is_loopback(host):
             logger.warning(
@@ -198,6 +200,12 @@ class ServerRun:
                 " its models (TritonConfig(openai_api_key=...) requires one; docs/openai.md)",
                 host, self._openai.port,
             )
+
+    def _cancel_stream(self, model_name: str, key: str) -> None:
+        """The OpenAI endpoint gave up on a streamed request of ``model_name`` (its client went
+        away): every bound version's relay servers are told its cancel key (one has it)."""
+        for model in self._bindings.models.versions(model_name):
+            model.cancel(key)
 
     def openai_models(self) -> Dict[str, OpenAIModel]:
         """The bound models the OpenAI endpoint serves, by name."""

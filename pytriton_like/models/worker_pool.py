@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from ..exceptions import PyTritonUnrecoverableError, PyTritonValidationError
 from ..relay.transport import UNIX_SCHEME
 from .worker_options import WorkerOptions
-from .worker_process import WORKER_ENV, Ready, SetupFailed, Stop, Unrecoverable, WorkerSpec, worker_main
+from .worker_process import WORKER_ENV, Cancel, Ready, SetupFailed, Stop, Unrecoverable, WorkerSpec, worker_main
 
 __all__ = ["WorkerPool"]
 
@@ -68,6 +68,8 @@ class WorkerPool:
         self._context = multiprocessing.get_context(options.start_method)
         self._processes: List[Optional[Any]] = [None] * len(self._specs)
         self._conns: List[Optional[Any]] = [None] * len(self._specs)
+        self._send_lock = threading.Lock()  # cancel() sends from other threads than the pool's
+        self._ready = [False] * len(self._specs)  # said Ready: it reads its pipe (one in its setup does not)
         # shared with each worker: whether it handles a batch (the parent's stop waits for them)
         self._busy = [self._context.RawValue("b", 0) for _ in self._specs]
         self._restarts = 0
@@ -99,6 +101,15 @@ class WorkerPool:
     def alive(self) -> int:
         """How many workers are running."""
         return sum(process is not None and process.is_alive() for process in self._processes)
+
+    def cancel(self, key: str) -> None:
+        """Tell every worker that the streamed request tagged with ``key`` is cancelled (the one
+        that has it ends it; the others remember the key a while, in case its batch comes later)."""
+        with self._send_lock:
+            for conn, ready in zip(self._conns, self._ready):
+                if conn is not None and ready:
+                    with contextlib.suppress(OSError, ValueError):  # a worker going away
+                        conn.send(Cancel(key))
 
     def close(self) -> None:
         """Stop every worker (each finishes the batch it runs) and the pool's thread."""
@@ -176,6 +187,7 @@ class WorkerPool:
             raise _WorkerFailed(f"{what} failed to start: {message.error_type}: {message.message}\n{message.traceback}")
         if not isinstance(message, Ready):
             raise _WorkerFailed(f"{what} sent {message!r} instead of saying it is ready")
+        self._ready[index] = True
 
     def _supervise(self) -> None:
         """Watch the workers until the pool closes: their messages, their deaths, their restarts
@@ -210,8 +222,9 @@ class WorkerPool:
         try:
             message = self._conns[index].recv()
         except (EOFError, OSError):  # the worker is going: its sentinel says so next
-            self._conns[index].close()
-            self._conns[index] = None
+            with self._send_lock:
+                self._conns[index].close()
+                self._conns[index] = None
             return
         if isinstance(message, Unrecoverable):
             self._on_unrecoverable(PyTritonUnrecoverableError(message.message))
@@ -255,15 +268,17 @@ class WorkerPool:
             self._on_availability(True)
 
     def _forget(self, index: int) -> None:
-        if self._conns[index] is not None:
-            self._conns[index].close()
-        self._processes[index] = self._conns[index] = None
+        with self._send_lock:
+            self._ready[index] = False
+            if self._conns[index] is not None:
+                self._conns[index].close()
+            self._processes[index] = self._conns[index] = None
 
     def _stop_all(self, grace_s: float = _STOP_TIMEOUT_S) -> None:
         """Stop every worker: Stop, then up to ``grace_s`` for it to finish its batch, then SIGKILL."""
         running = [(index, process) for index, process in enumerate(self._processes) if process is not None]
         for index, _ in running:
-            with contextlib.suppress(OSError, ValueError):
+            with self._send_lock, contextlib.suppress(OSError, ValueError):
                 self._conns[index].send(Stop())
         deadline = time.monotonic() + grace_s
         for index, process in running:

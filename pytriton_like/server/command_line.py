@@ -29,6 +29,7 @@ _NOT_FLAGS = {
     "openai_address",
     "openai_port",
     "openai_api_key",
+    "openai_max_unread_bytes",
 }
 
 

@@ -22,6 +22,8 @@ DEFAULT_METRICS_PORT = 8002
 DEFAULT_SAGEMAKER_PORT = 8080  # tritonserver's defaults
 DEFAULT_VERTEX_AI_PORT = 8080
 DEFAULT_OPENAI_PORT = 9000  # pytriton_like's OpenAI-compatible endpoint (docs/openai.md)
+# Per OpenAI stream, the most bytes generated but not yet sent (openai_max_unread_bytes): thousands of events.
+DEFAULT_OPENAI_MAX_UNREAD_BYTES = 1 << 20
 # How long the relay polls for the answer it expects before it sleeps (TritonConfig.relay_spin_us):
 # off by default, since on a machine whose CPUs are busy polling costs more than it saves
 # (bench/README.md).
@@ -118,13 +120,15 @@ class TritonConfig:
             is loaded next to them; a server whose backend API the relay does not support fails to
             start with both versions named. From the environment:
             ``PYTRITON_TRITON_CONFIG_TRITON_HOME=/opt/tritonserver`` (docs/deployment.md).
-        allow_openai / openai_address / openai_port / openai_api_key: pytriton_like's own
-            OpenAI-compatible HTTP endpoint (``/v1/models``, ``/v1/chat/completions``,
+        allow_openai / openai_address / openai_port / openai_api_key / openai_max_unread_bytes:
+            pytriton_like's own OpenAI-compatible HTTP endpoint (``/v1/models``, ``/v1/chat/completions``,
             ``/v1/completions``, ``/v1/embeddings``), off by default; ``allow_openai=True`` serves
             it on port 9000 of every interface (``openai_address`` to choose), from a process of its
             own. Requests go through tritonserver's gRPC endpoint to models bound with
             :mod:`pytriton_like.openai`'s helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
-            without one, an endpoint beyond loopback says so at start. See docs/openai.md.
+            without one, an endpoint beyond loopback says so at start. A stream whose client reads
+            more slowly than the model generates ends with an error event, and its generation
+            stops, once ``openai_max_unread_bytes`` (default 1 MiB) wait to be sent. See docs/openai.md.
     """
 
     model_repository: Optional[Union[pathlib.Path, str]] = None
@@ -191,6 +195,7 @@ class TritonConfig:
     openai_address: Optional[str] = None
     openai_port: Optional[int] = None
     openai_api_key: Optional[str] = dataclasses.field(default=None, repr=False)
+    openai_max_unread_bytes: Optional[int] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -205,6 +210,8 @@ class TritonConfig:
             raise PyTritonValidationError(
                 f"TritonConfig: relay_in_flight must be within 1..{MAX_RELAY_IN_FLIGHT}, got {self.relay_in_flight}"
             )
+        if self.openai_max_unread_bytes is not None and self.openai_max_unread_bytes < 1:
+            raise PyTritonValidationError(f"TritonConfig: openai_max_unread_bytes must be 1 or more, got {self.openai_max_unread_bytes}")
         if self.drain_secs is not None and not self.drain_secs >= 0:
             raise PyTritonValidationError(f"TritonConfig: drain_secs must be 0 or more, got {self.drain_secs}")
         if self.allow_openai and (self.allow_grpc is False or self.grpc_use_ssl):
@@ -234,6 +241,10 @@ class TritonConfig:
     def openai_endpoint_port(self) -> Optional[int]:
         """The OpenAI endpoint's port when ``allow_openai`` is on, else None."""
         return (self.openai_port or DEFAULT_OPENAI_PORT) if self.allow_openai else None
+
+    def openai_unread_limit(self) -> int:
+        """``openai_max_unread_bytes``, or its default when unset."""
+        return DEFAULT_OPENAI_MAX_UNREAD_BYTES if self.openai_max_unread_bytes is None else self.openai_max_unread_bytes
 
     def drain_time(self) -> float:
         """``drain_secs``, or its default when unset."""
