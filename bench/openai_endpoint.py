@@ -38,37 +38,40 @@ MODEL = "bench-chat"
 
 
 def serve(args) -> None:
-    """The server process: the streaming model and the OpenAI endpoint, until SIGINT; then one JSON
-    line on stdout counting the generations (``GENERATIONS``)."""
+    """The server process: the streaming model (``--tokens`` pieces, or the request's ``max_tokens``
+    if fewer) and the OpenAI endpoint, until SIGINT; then one JSON line on stdout counting the
+    generations (``GENERATIONS``)."""
     from pytriton_like.openai import bind_chat_model
     from pytriton_like.triton import Triton, TritonConfig
 
     delay = args.token_ms / 1000
     tokens = args.tokens
-    counts = {"started": 0, "finally ran": 0, "ended early": 0}  # "ended early": closed before its last piece
+    counts = {"started": 0, "finally ran": 0, "ended early": 0, "pieces": 0}  # "ended early": before its last piece
 
     def generate(request):
         counts["started"] += 1
         index = -1
         try:
-            for index in range(tokens):
+            for index in range(min(tokens, request.max_tokens or tokens)):
                 if delay:
                     time.sleep(delay)
+                counts["pieces"] += 1
                 yield f" t{index}"
         finally:
             counts["finally ran"] += 1
-            counts["ended early"] += index < tokens - 1
+            counts["ended early"] += index < min(tokens, request.max_tokens or tokens) - 1
 
     async def generate_async(request):
         counts["started"] += 1
         index = -1
         try:
-            for index in range(tokens):
+            for index in range(min(tokens, request.max_tokens or tokens)):
                 await asyncio.sleep(delay)
+                counts["pieces"] += 1
                 yield f" t{index}"
         finally:
             counts["finally ran"] += 1
-            counts["ended early"] += index < tokens - 1
+            counts["ended early"] += index < min(tokens, request.max_tokens or tokens) - 1
 
     http, grpc, metrics, openai_port = args.ports
     config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics, allow_openai=True,
