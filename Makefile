@@ -15,7 +15,7 @@ NUMPY1_TESTS := tests/unit tests/integration \
 	tests/functional/test_examples.py::test_model_repository_serves_a_hand_written_model_and_two_versions \
 	tests/functional/test_examples.py::test_s3_repository_served_from_a_stand_in_s3_server
 
-.PHONY: demo test venv venv-numpy1 test-numpy1 smoke-pythons soak test-deploy clean sanitize fuzz
+.PHONY: demo test venv venv-numpy1 test-numpy1 smoke-pythons soak test-deploy clean sanitize fuzz docs
 
 venv: $(STAMP)
 venv-numpy1: $(STAMP_NUMPY1)
@@ -34,6 +34,12 @@ $(STAMP_NUMPY1): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
 
 demo: $(STAMP)
 	$(BIN)/python examples/run.py add_sub
+
+# The documentation site (mkdocs.yml): docs/ and the API reference from the docstrings, built with
+# --strict (a broken link, anchor or reference fails it) into site/; open site/index.html. The
+# tools (pyproject.toml's docs extra) come with the test extra, which `make venv` installs.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 # curl: the OpenAI endpoint's raw event stream is checked with `curl -N` (tests/functional/test_openai.py).
 NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get update && apt-get install -y curl)
@@ -68,7 +74,7 @@ test-deploy: $(STAMP)
 	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
-	rm -rf $(VENV) $(VENV_NUMPY1) build pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
+	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build site pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
 	$(MAKE) -C native clean
 
 # The relay's backend, the token-hiding library and the reaper's waiting program built with
@@ -121,23 +127,81 @@ $(PERF_ANALYZER): $(STAMP) $(STAMP_NUMPY1)
 
 bench: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
-	$(VENV_NUMPY1)/bin/python bench/run.py
+	$(VENV_NUMPY1)/bin/python bench/run.py $(ARGS)
 
 # Worker processes against threads and Triton's Python backend on a CPU-bound model, and the memory
 # each worker adds with fork and spawn (bench/workers.py, docs/workers.md).
 .PHONY: bench-workers
 bench-workers: $(BENCH_STAMP) $(PERF_ANALYZER)
-	$(VENV_NUMPY1)/bin/python bench/workers.py
+	$(VENV_NUMPY1)/bin/python bench/workers.py $(ARGS)
 
 # One 1 GiB request in and out over HTTP and gRPC: the serving processes' peak memory and whether
 # the relay's arenas shrink back after it (bench/big_tensor.py, docs/performance.md).
 .PHONY: bench-big
 bench-big: $(STAMP)
-	$(BIN)/python bench/big_tensor.py
+	$(BIN)/python bench/big_tensor.py $(ARGS)
+
+# Client tensors through registered shared memory against the socket, 16 and 256 MiB in and out,
+# HTTP and gRPC (bench/shm_client.py, docs/performance.md): a minute or two.
+.PHONY: bench-shm
+bench-shm: $(STAMP)
+	$(BIN)/python bench/shm_client.py $(ARGS)
+
+# What each serving process holds at idle, PyTriton and pytriton_like (bench/idle_memory.py), in the
+# numpy 1 environment, which has NVIDIA's PyTriton: half a minute.
+.PHONY: bench-idle
+bench-idle: $(STAMP_NUMPY1)
+	$(VENV_NUMPY1)/bin/python bench/idle_memory.py $(ARGS)
 
 bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(VENV_NUMPY1)/bin/python bench/run.py --quick
+
+# A/B of pytriton_like variants (a setting, another commit's package) next to the floors, alternating
+# (bench/ab.py; in .venv-numpy1, whose nvidia-pytriton has the floors' Triton). perf_analyzer, or wrk:
+#   make bench-ab ARGS="--variant base --variant spin:PYTRITON_TRITON_CONFIG_RELAY_SPIN_US=100 --variant floor"
+#   make bench-ab ARGS="--tool wrk --concurrency 32 --variant base --variant floor"
+.PHONY: bench-ab
+bench-ab: $(BENCH_STAMP) $(PERF_ANALYZER)
+	@$(NEED_WRK)
+	$(VENV_NUMPY1)/bin/python bench/ab.py $(or $(ARGS),--variant pytriton_like --variant floor)
+
+# What the relay costs (bench/relay.py): the worker's Python per batch in a loop, its CPU per batch
+# through the real socket, a tiny request's time per phase in a server. Under a minute.
+#   make bench-relay ARGS="loop --profile"
+.PHONY: bench-relay
+bench-relay: $(STAMP)
+	$(if $(ARGS),$(BIN)/python bench/relay.py $(ARGS),$(BIN)/python bench/relay.py loop && \
+		$(BIN)/python bench/relay.py socket && $(BIN)/python bench/relay.py server)
+
+# The OpenAI endpoint (bench/openai_endpoint.py): `latency` against Triton's gRPC stream (the default),
+# `cpu openai|grpc` (CPU per streamed piece of each process), `stress` (streams, some cut, counted):
+#   make bench-openai ARGS="stress --runs 5 --seconds 10 --cut 0.3"
+.PHONY: bench-openai
+bench-openai: $(STAMP)
+	$(BIN)/python bench/openai_endpoint.py $(or $(ARGS),latency)
+
+# pytriton_like against LitServe and Ray Serve on the same workloads, one server at a time (bench/peers.py,
+# docs/performance.md): tiny requests, a CPU-bound callable in 1 and 2 processes, OpenAI-style streams.
+# The peers, pinned in bench/requirements-peers.txt, go into an environment of their own, .venv-peers.
+# Full run about 7 minutes (results in bench/results/peers.jsonl); bench-peers-quick about 3.
+.PHONY: bench-peers bench-peers-quick
+VENV_PEERS := .venv-peers
+STAMP_PEERS := $(VENV_PEERS)/.installed-stamp
+
+$(STAMP_PEERS): bench/requirements-peers.txt
+	test -x $(VENV_PEERS)/bin/python || $(PYTHON) -m venv $(VENV_PEERS)
+	$(VENV_PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_PEERS)/bin/python -m pip install --quiet -r bench/requirements-peers.txt
+	touch $(STAMP_PEERS)
+
+bench-peers: $(STAMP) $(STAMP_PEERS)
+	@$(NEED_WRK)
+	$(BIN)/python bench/peers.py $(ARGS)
+
+bench-peers-quick: $(STAMP) $(STAMP_PEERS)
+	@$(NEED_WRK)
+	$(BIN)/python bench/peers.py --quick $(ARGS)
 
 # PyTriton 0.7.0's own tests against PyTriton and against pytriton_like (docs/moving_from_pytriton.md),
 # in the numpy 1 environment, which has NVIDIA's nvidia-pytriton installed (it pins numpy<2).

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What one big request costs in memory: 1 GiB of FP32 in, 1 GiB out, over HTTP and over gRPC.
 
-One pytriton_like server (a process of its own, like a user's) serves ``Double`` (y = 2x, FP32
-``[-1]``, ``max_batch_size`` 1). For each protocol a client process of its own sends one request
+One pytriton_like server (a process of its own, like a user's: bench/serve_double.py started
+through bench/servers.py) serves ``Double`` (y = 2x without ``@batch``, FP32 ``[-1]``,
+``max_batch_size`` 1). For each protocol a client process of its own sends one request
 of ``--mib`` MiB (2^28 float32 for 1024) with ``ModelClient`` and checks the answer, while this
 process samples, every ``--interval-ms``, the memory of every serving process (the user's
 process and tritonserver, and any other process of that tree) and of the shared memory they
@@ -36,53 +37,19 @@ import json
 import os
 import pathlib
 import resource
-import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Dict, List, Optional
 
-from servers import free_ports  # bench/servers.py: this script runs from bench/
+import servers
 
 GIB = 1 << 30
 MIB = 1 << 20
 HERE = pathlib.Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "big_tensor.json"
-
-
-# -- the server (a process of its own) ------------------------------------------------------------
-
-
-def serve(args) -> None:
-    import numpy as np
-
-    from pytriton_like.model_config import ModelConfig, Tensor
-    from pytriton_like.triton import Triton, TritonConfig
-
-    if args.model == "identity":
-
-        def infer(requests):
-            return [{"y": request["x"]} for request in requests]
-
-    else:
-
-        def infer(requests):
-            return [{"y": request["x"] * 2} for request in requests]
-
-    extra = {"grpc_infer_allocation_pool_size": 0} if args.lean_grpc else {}
-    config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port, **extra)
-    with Triton(config=config) as triton:
-        triton.bind(
-            model_name="Double",
-            infer_func=infer,
-            inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
-            outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))],
-            config=ModelConfig(max_batch_size=1),
-        )
-        triton.run()
-        print("READY", flush=True)
-        sys.stdin.read()  # serve until the bench closes our stdin
 
 
 # -- the client (a process of its own: its buffers are not the server's) -------------------------
@@ -347,34 +314,30 @@ def main() -> int:
                         help="tritonserver keeps no gRPC request/response objects for reuse"
                         " (grpc_infer_allocation_pool_size=0) and one malloc arena (MALLOC_ARENA_MAX=1)")
     parser.add_argument("--out", default=str(RESULTS))
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
-    parser.add_argument("--http-port", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--grpc-port", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--metrics-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        serve(args)
-        return 0
     if args.client:
         client(args)
         return 0
 
-    http, grpc, metrics = free_ports(3)
-    env = dict(os.environ, MALLOC_ARENA_MAX="1") if args.lean_grpc else None  # tritonserver inherits it
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", "--model", args.model, "--http-port", str(http), "--grpc-port", str(grpc),
-         "--metrics-port", str(metrics)] + (["--lean-grpc"] if args.lean_grpc else []),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True, env=env,
-    )
+    # tritonserver inherits MALLOC_ARENA_MAX; TritonConfig reads its field from PYTRITON_TRITON_CONFIG_*.
+    env = {"MALLOC_ARENA_MAX": "1", "PYTRITON_TRITON_CONFIG_GRPC_INFER_ALLOCATION_POOL_SIZE": "0"} if args.lean_grpc else {}
+    workdir = tempfile.TemporaryDirectory(prefix="bench-big-")
+    try:
+        server = servers.start_python_server(
+            "pytriton_like", "pytriton_like", pathlib.Path(workdir.name), instances=1, max_batch_size=1,
+            options=[f"--callable={'identity' if args.model == 'identity' else 'plain'}"], env=env,
+        )
+    except servers.ServerError as exc:
+        print(f"the server did not start: {exc}", file=sys.stderr)
+        workdir.cleanup()
+        return 1
+    http, grpc = server.http_port, server.grpc_port
     rows = []
     try:
-        if server.stdout.readline().strip() != "READY":
-            print("the server did not start", file=sys.stderr)
-            return 1
         urls = {"http": f"http://127.0.0.1:{http}", "grpc": f"grpc://127.0.0.1:{grpc}"}
-        with Sampler(server.pid, args.interval_ms / 1000) as sampler:
+        with Sampler(server.tree.pid, args.interval_ms / 1000) as sampler:
             for protocol in args.protocols:
                 row = run_protocol(protocol, urls[protocol], sampler, args)
                 rows.append(row)
@@ -402,12 +365,8 @@ def main() -> int:
                     flush=True,
                 )
     finally:
-        server.stdin.close()
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        server.stop(grace_s=60)
+        workdir.cleanup()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE,
                             check=False).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "pytriton_like", "native"], capture_output=True,

@@ -1,4 +1,5 @@
-"""The measurements: sequential latency, wrk throughput, large tensors, peak memory.
+"""The measurements: sequential latency, wrk throughput, large tensors, peak memory, perf_analyzer,
+and the CPU each process of a server spends (:class:`CpuMeter`, the one way every script measures it).
 
 Every loop is bounded in count and in time; all traffic goes to 127.0.0.1.
 """
@@ -15,7 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import numpy as np
@@ -31,6 +32,10 @@ __all__ = [
     "large_tensor_throughput",
     "MemorySampler",
     "peak_memory",
+    "perf_analyzer",
+    "model_stats",
+    "CpuMeter",
+    "process_label",
 ]
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -119,9 +124,14 @@ def sequential_latency(protocol: str, port: int, *, requests: int, warmup: int, 
     }
 
 
-def wrk_throughput(port: int, *, connections: int, duration_s: float, threads: int = 2) -> Dict:
-    """Requests per second from ``wrk`` POSTing the JSON infer body over ``connections`` connections."""
-    env = dict(os.environ, BENCH_BODY=json.dumps(_json_body()))
+def wrk_throughput(
+    port: int, *, connections: int, duration_s: float, threads: int = 2, path: str = f"/v2/models/{MODEL}/infer",
+    body: Optional[bytes] = None,
+) -> Dict:
+    """Requests per second from ``wrk`` POSTing ``body`` (default: the KServe v2 JSON infer body of
+    ``Double``) to ``path`` over ``connections`` kept-alive connections; latency p50 and p99."""
+    body_text = json.dumps(_json_body()) if body is None else body.decode()
+    env = dict(os.environ, BENCH_BODY=body_text)
     argv = [
         "wrk",
         f"--threads={min(threads, connections)}",
@@ -129,7 +139,7 @@ def wrk_throughput(port: int, *, connections: int, duration_s: float, threads: i
         f"--duration={duration_s:g}s",
         "--timeout=10s",
         f"--script={HERE / 'wrk_infer.lua'}",
-        f"http://{HOST}:{port}/v2/models/{MODEL}/infer",
+        f"http://{HOST}:{port}{path}",
     ]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=duration_s + 60)
     match = re.search(r"^BENCH_WRK (\{.*\})$", done.stdout, re.M)
@@ -304,3 +314,129 @@ def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: in
                 raise RuntimeError(f"perf_analyzer ended with {returncode}: {tail}")
             numbers = {"req_per_s": float(passes[-1][0]), "p50_ms": int(passes[-1][1]) / 1000}
     return {"concurrency": concurrency, **numbers, "command": " ".join(argv[:-2]), "stable": stable}
+
+
+def model_stats(http_port: int, model: str = MODEL) -> Dict[str, int]:
+    """Triton's counts for ``model`` so far: requests, batches (executions) and the time in the
+    model (compute_infer: for pytriton_like the round trip to the worker); {} if unreadable."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{http_port}/v2/models/{model}/stats", timeout=10) as response:
+            stats = json.load(response)["model_stats"][0]
+    except (OSError, KeyError, IndexError, ValueError):
+        return {}
+    infer = stats["inference_stats"]["compute_infer"]
+    return {"requests": int(stats["inference_count"]), "batches": int(stats["execution_count"]),
+            "infer_ns": int(infer["ns"]), "infer_count": int(infer["count"])}
+
+
+# -- CPU per process --------------------------------------------------------------------------------
+
+
+def process_label(proc: psutil.Process) -> str:
+    """What a process is, for tables: its executable (tritonserver, the Python-backend stub), its
+    script or ``-m`` module, Ray's process title, or multiprocessing's child."""
+    try:
+        name, cmd = proc.name(), proc.cmdline()
+    except psutil.Error:
+        return "?"
+    if name in ("tritonserver", "triton_python_backend_stub", "raylet", "gcs_server"):
+        return name
+    if cmd and cmd[0].startswith("ray::"):
+        return cmd[0].split()[0]
+    for index, arg in enumerate(cmd):
+        if arg == "-m" and index + 1 < len(cmd):
+            return cmd[index + 1]
+        if arg.endswith(".py"):
+            return os.path.basename(arg)
+    command = " ".join(cmd)
+    if "multiprocessing.resource_tracker" in command:
+        return "multiprocessing's resource tracker"
+    if "multiprocessing" in command:
+        return "python (a multiprocessing child)"
+    return name
+
+
+def _context_switches(pid: int) -> int:
+    """Voluntary and involuntary context switches of all the process's threads so far (0 once gone)."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/status") as status:
+                for line in status:
+                    if "ctxt_switches:" in line:  # voluntary_ and nonvoluntary_
+                        total += int(line.split()[1])
+    return total
+
+
+def _threads(proc: psutil.Process) -> Dict[Tuple[int, str], float]:
+    """{(thread id, name): CPU seconds} of one process."""
+    found = {}
+    with contextlib.suppress(psutil.Error):
+        for thread in proc.threads():
+            with contextlib.suppress(OSError), open(f"/proc/{proc.pid}/task/{thread.id}/comm") as comm:
+                found[(thread.id, comm.read().strip())] = thread.user_time + thread.system_time
+    return found
+
+
+class CpuMeter:
+    """CPU time and context switches each process spent inside a ``with`` block, summed by label.
+
+    ``processes`` returns the processes to count (a server's ``tree.refresh``, perhaps with this
+    process added); it is called on entry and on exit, and a process that appeared meanwhile counts
+    from zero. After the block, :attr:`by_label` holds per label ``cpu_s`` (user + system),
+    ``system_s`` (the part in the kernel), ``switches`` and ``processes`` (how many); with
+    ``threads_of`` (labels), :attr:`threads` holds CPU seconds per thread name of those processes.
+
+    Example:
+        with CpuMeter(server.tree.refresh) as cpu:
+            ...load...
+        cpu.per(requests)  # {label: microseconds of CPU per request}
+    """
+
+    def __init__(self, processes: Callable[[], List[psutil.Process]], threads_of: Sequence[str] = ()):
+        self._processes = processes
+        self._threads_of = set(threads_of)
+        self._before: Dict[Tuple[int, float], Tuple[float, float, int, Dict]] = {}
+        self.by_label: Dict[str, Dict[str, float]] = {}
+        self.threads: Dict[str, Dict[str, float]] = {}
+        self.seconds = 0.0
+
+    def _sample(self) -> Dict[Tuple[int, float], Tuple[str, float, float, int, Dict]]:
+        out = {}
+        for proc in self._processes():
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                label = process_label(proc)
+                threads = _threads(proc) if label in self._threads_of else {}
+                out[(proc.pid, proc.create_time())] = (label, times.user + times.system, times.system,
+                                                       _context_switches(proc.pid), threads)
+        return out
+
+    def __enter__(self) -> "CpuMeter":
+        self._before = {key: value[1:] for key, value in self._sample().items()}
+        self._started = time.monotonic()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = time.monotonic() - self._started
+        for key, (label, cpu, system, switches, threads) in self._sample().items():
+            cpu_then, system_then, switches_then, threads_then = self._before.get(key, (0.0, 0.0, 0, {}))
+            row = self.by_label.setdefault(label, {"cpu_s": 0.0, "system_s": 0.0, "switches": 0, "processes": 0})
+            row["cpu_s"] += cpu - cpu_then
+            row["system_s"] += system - system_then
+            row["switches"] += switches - switches_then
+            row["processes"] += 1
+            for (tid, name), spent in threads.items():
+                used = spent - threads_then.get((tid, name), 0.0)
+                per_thread = self.threads.setdefault(label, {})
+                per_thread[name] = per_thread.get(name, 0.0) + used
+
+    def per(self, count: float, key: str = "cpu_s", scale: float = 1e6) -> Dict[str, float]:
+        """Each label's ``key`` divided by ``count`` (requests, pieces), times ``scale`` (µs)."""
+        return {label: round(row[key] / count * scale, 1) for label, row in self.by_label.items()} if count else {}
+
+    def share(self) -> Dict[str, float]:
+        """Each label's CPU as a share of one core over the block's wall time."""
+        return {label: round(row["cpu_s"] / self.seconds, 2) for label, row in self.by_label.items()}

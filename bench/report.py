@@ -211,11 +211,3 @@ def plot(path: pathlib.Path, results: Dict[str, Dict], title: str, memory_mib: O
 def title_of(document: Dict) -> str:
     return f"pytriton_like bench ({document['profile']['name']}), {document['date']}, {document['git']['describe']}"
 
-
-if __name__ == "__main__":
-    # Draw the plot again from a results file: python bench/report.py bench/results/latest.json
-    import sys
-
-    source = pathlib.Path(sys.argv[1])
-    saved = json.loads(source.read_text())
-    plot(source.with_suffix(".png"), saved["servers"], title_of(saved), saved["profile"]["memory_mib"])

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
+import json
 import os
 import pathlib
 import platform
@@ -252,7 +253,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--servers", nargs="+", choices=list(report.SERVERS), default=list(report.SERVERS))
     parser.add_argument("--rounds", type=int, default=1,
                         help="run every server this many times, interleaved; report each metric's median")
+    parser.add_argument("--plot-only", type=pathlib.Path, metavar="JSON",
+                        help="draw the PNG again from a results file (next to it) and measure nothing")
     args = parser.parse_args(argv)
+    if args.plot_only:
+        saved = json.loads(args.plot_only.read_text())
+        report.plot(args.plot_only.with_suffix(".png"), saved["servers"], report.title_of(saved),
+                    saved["profile"]["memory_mib"])
+        return 0
     profile = PROFILES["quick" if args.quick else "full"]
     out = args.out or HERE / "results" / ("quick.json" if args.quick else "latest.json")
     png = out.with_suffix(".png")

@@ -4,6 +4,9 @@
 One script for both: the code is the same and only the package name differs, which is the
 point of a PyTriton-compatible API. ``bench/run.py`` starts it as a subprocess.
 
+``--callable plain`` binds y = 2x without ``@batch`` (each request's input as it came: what a
+large tensor wants, bench/big_tensor.py and shm_client.py), ``--callable identity`` y = x.
+
 It prints ``BENCH_START <unix time>`` right before ``Triton()`` is constructed and
 ``BENCH_READY <unix time>`` when ``run()`` returned (every model ready), then serves until
 SIGINT or SIGTERM and stops.
@@ -29,6 +32,8 @@ def main() -> None:
     parser.add_argument("--metrics-port", type=int, required=True)
     parser.add_argument("--max-batch-size", type=int, default=64)
     parser.add_argument("--instances", type=int, default=1, help="model instances (one callable each)")
+    parser.add_argument("--callable", choices=("batch", "plain", "identity"), default="batch",
+                        help="batch: @batch, y = 2x (default); plain: y = 2x per request; identity: y = x per request")
     args = parser.parse_args()
 
     triton_module = importlib.import_module(f"{args.package}.triton")
@@ -41,6 +46,14 @@ def main() -> None:
     @decorators.batch
     def double(x):
         return {"y": x * np.float32(2)}
+
+    def double_plain(requests):
+        return [{"y": request["x"] * np.float32(2)} for request in requests]
+
+    def identity(requests):
+        return [{"y": request["x"]} for request in requests]
+
+    infer_func = {"batch": double, "plain": double_plain, "identity": identity}[args.callable]
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -62,7 +75,7 @@ def main() -> None:
     try:
         triton.bind(
             model_name="Double",
-            infer_func=[double] * args.instances,
+            infer_func=[infer_func] * args.instances,
             inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
             outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))],
             config=ModelConfig(max_batch_size=args.max_batch_size, batcher=DynamicBatcher()),

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import psutil
 
@@ -103,6 +103,13 @@ class ProcessTree:
             procs = [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             procs = []
+        # A process whose parent ended is no child of the tree any more, but it stays in the
+        # session the leader started (Ray's and LitServe's helpers outlive their parents).
+        seen = {proc.pid for proc in procs}
+        for proc in psutil.process_iter():
+            with contextlib.suppress(OSError):
+                if proc.pid not in seen and os.getsid(proc.pid) == self.popen.pid:
+                    procs.append(proc)
         for proc in procs:
             try:
                 key = (proc.pid, proc.create_time())
@@ -212,75 +219,104 @@ def _shm_files_of(pid: int) -> Set[str]:
 
 @dataclasses.dataclass
 class Server:
-    """A running server: its ports, its process tree and how long it took to be ready."""
+    """A running server: its ports by name ("http", "grpc", "metrics", "openai"...), its process
+    tree and how long it took to be ready."""
 
     key: str
     label: str
-    http_port: int
-    grpc_port: int
-    metrics_port: int
+    ports: Dict[str, int]
     tree: ProcessTree
     start_to_ready_s: float = float("nan")
     launch_to_ready_s: float = float("nan")
     stop_report: Optional[Dict[str, object]] = None
 
     @property
-    def ports(self) -> List[int]:
-        return [self.http_port, self.grpc_port, self.metrics_port]
+    def http_port(self) -> int:
+        return self.ports["http"]
+
+    @property
+    def grpc_port(self) -> int:
+        return self.ports["grpc"]
+
+    @property
+    def metrics_port(self) -> int:
+        return self.ports["metrics"]
+
+    def url(self, path: str = "", port: str = "http") -> str:
+        return f"http://127.0.0.1:{self.ports[port]}{path}"
 
     def stop(self, grace_s: float) -> Dict[str, object]:
+        """Stop the whole tree (:meth:`ProcessTree.stop`) once; what it found and did, and the
+        ports still in use (none, when all went well)."""
         if self.stop_report is None:
             self.stop_report = self.tree.stop(grace_s)
-            self.stop_report["ports_in_use"] = [p for p in self.ports if port_in_use(p)]
+            self.stop_report["ports_in_use"] = [p for p in self.ports.values() if port_in_use(p)]
         return self.stop_report
 
+    def __enter__(self) -> "Server":
+        return self
 
-def _server_env() -> Dict[str, str]:
-    env = dict(os.environ)
+    def __exit__(self, *exc) -> None:
+        self.stop(grace_s=15)
+
+
+def _server_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    env = {**os.environ, **(extra or {})}
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [PYTHON_LIBDIR, env.get("LD_LIBRARY_PATH", "")]))
     env.pop("PYTHONPATH", None)
-    if os.environ.get("BENCH_PYTHONPATH"):  # another copy of a package first (an A/B of two commits, ab_relay.py)
-        env["PYTHONPATH"] = os.environ["BENCH_PYTHONPATH"]
+    if env.get("BENCH_PYTHONPATH"):  # another copy of a package first (an A/B of two commits, ab.py)
+        env["PYTHONPATH"] = env["BENCH_PYTHONPATH"]
     return env
 
 
 def start_python_server(
-    package: str, label: str, workdir: pathlib.Path, *, instances: int, max_batch_size: int
+    package: str, label: str, workdir: pathlib.Path, *, instances: int, max_batch_size: int,
+    options: Sequence[str] = (), env: Optional[Dict[str, str]] = None,
 ) -> Server:
     """Start ``serve_double.py`` with ``package`` (``pytriton`` or ``pytriton_like``); wait until ready."""
     return start_script(
         HERE / "serve_double.py",
-        [f"--package={package}", f"--instances={instances}", f"--max-batch-size={max_batch_size}"],
+        [f"--package={package}", f"--instances={instances}", f"--max-batch-size={max_batch_size}", *options],
         package,
         label,
         workdir,
+        env=env,
     )
 
 
-def start_script(script: pathlib.Path, options: List[str], key: str, label: str, workdir: pathlib.Path) -> Server:
-    """Start a serving script that takes ``--http-port``, ``--grpc-port``, ``--metrics-port`` and
-    prints ``BENCH_START`` / ``BENCH_READY`` (serve_double.py, serve_busy.py); wait until ready."""
-    http_port, grpc_port, metrics_port = free_ports(3)
-    env = _server_env()
+def start_script(
+    script: pathlib.Path, options: Sequence[str], key: str, label: str, workdir: pathlib.Path, *,
+    python: Optional[str] = None, port_names: Sequence[str] = ("http", "grpc", "metrics"),
+    ready_path: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+) -> Server:
+    """Start a serving script on free loopback ports and wait until it is ready.
+
+    The script gets ``--<name>-port=N`` for each of ``port_names``. It is ready when it printed
+    ``BENCH_START <unix time>`` and ``BENCH_READY <unix time>`` (serve_double.py and the other
+    ``serve_*.py`` of pytriton_like), or, with ``ready_path``, at the first 200 answer to
+    ``GET ready_path`` on its first port (a server that cannot say when it is ready itself).
+    ``python`` is the interpreter (default: this one; the peers run in an environment of their
+    own), ``env`` adds to the environment.
+    """
+    ports = dict(zip(port_names, free_ports(len(port_names))))
+    full_env = _server_env(env)
     # PyTriton's workspace goes under PYTRITON_HOME: keep it in our temporary folder.
-    env["PYTRITON_HOME"] = str(workdir / "pytriton_home")
-    argv = [
-        sys.executable,
-        str(script),
-        f"--http-port={http_port}",
-        f"--grpc-port={grpc_port}",
-        f"--metrics-port={metrics_port}",
-        *options,
-    ]
-    tree = ProcessTree(argv, env, workdir / f"{key}.log")
-    server = Server(key, label, http_port, grpc_port, metrics_port, tree)
+    full_env.setdefault("PYTRITON_HOME", str(workdir / "pytriton_home"))
+    argv = [python or sys.executable, str(script), *(f"--{name}-port={port}" for name, port in ports.items()), *options]
+    tree = ProcessTree(argv, full_env, workdir / f"{key}.log")
+    server = Server(key, label, ports, tree)
     try:
-        marks = _wait_for_marks(tree, ("BENCH_START", "BENCH_READY"))
+        if ready_path is None:
+            marks = _wait_for_marks(tree, ("BENCH_START", "BENCH_READY"))
+            server.start_to_ready_s = marks["BENCH_READY"] - marks["BENCH_START"]
+            ready_at = marks["BENCH_READY"]
+        else:
+            ready_at = _poll_ready(tree, ports[port_names[0]], ready_path)
+            server.start_to_ready_s = ready_at - tree.launched_at
     except BaseException:
         server.stop(grace_s=5)
         raise
-    server.start_to_ready_s = marks["BENCH_READY"] - marks["BENCH_START"]
-    server.launch_to_ready_s = marks["BENCH_READY"] - tree.launched_at
+    server.launch_to_ready_s = ready_at - tree.launched_at
     tree.refresh()
     return server
 
@@ -363,9 +399,9 @@ def _start_tritonserver(key: str, label: str, workdir: pathlib.Path, repository:
         f"--metrics-port={metrics_port}",
     ]
     tree = ProcessTree(argv, env, workdir / f"{key}.log")
-    server = Server(key, label, http_port, grpc_port, metrics_port, tree)
+    server = Server(key, label, {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}, tree)
     try:
-        ready_at = _poll_ready(tree, http_port)
+        ready_at = _poll_ready(tree, http_port, "/v2/health/ready")
     except BaseException:
         server.stop(grace_s=5)
         raise
@@ -374,19 +410,20 @@ def _start_tritonserver(key: str, label: str, workdir: pathlib.Path, repository:
     return server
 
 
-def _poll_ready(tree: ProcessTree, http_port: int) -> float:
+def _poll_ready(tree: ProcessTree, http_port: int, path: str) -> float:
+    """The time of the first 200 answer to ``GET path`` (polled every 10 ms)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
         if tree.popen.poll() is not None:
-            raise ServerError(f"tritonserver exited with code {tree.popen.returncode}:\n{_tail(tree.read_log())}")
+            raise ServerError(f"server exited with code {tree.popen.returncode}:\n{_tail(tree.read_log())}")
         with contextlib.suppress(OSError, http.client.HTTPException):
             conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=1)
             try:
-                conn.request("GET", "/v2/health/ready")
+                conn.request("GET", path)
                 if conn.getresponse().status == 200:
                     return time.time()
             finally:
                 conn.close()
         if time.monotonic() > deadline:
-            raise ServerError(f"tritonserver not ready after {READY_TIMEOUT_S:.0f} s:\n{_tail(tree.read_log())}")
+            raise ServerError(f"server not ready after {READY_TIMEOUT_S:.0f} s:\n{_tail(tree.read_log())}")
         time.sleep(0.01)

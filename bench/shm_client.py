@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Client tensors through registered system shared memory against the socket, side by side in one run.
 
-One server (model Double: y = 2x, FP32 [-1]); for 16 MiB and 256 MiB tensors (in and out), over
+One server (bench/serve_double.py through bench/servers.py: model Double, y = 2x without @batch,
+FP32 [-1], max_batch_size 1); for 16 MiB and 256 MiB tensors (in and out), over
 HTTP and gRPC, a ModelClient with use_shared_memory=True and one without take turns, request by
 request, after warm-up calls. Prints the median time of a request per way and the ratio (how
 many times faster shared memory is); writes bench/results/shm_client.json.
@@ -13,35 +14,19 @@ import argparse
 import json
 import os
 import pathlib
-import socket
 import statistics
 import subprocess
+import tempfile
 import time
 
 import numpy as np
 
+import servers
 from pytriton_like.client import ModelClient
-from pytriton_like.model_config import ModelConfig, Tensor
-from pytriton_like.triton import Triton, TritonConfig
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "shm_client.json"
 SIZES_MIB = (16, 256)
 WARM_UP = 2
-
-
-def double(requests):
-    return [{"y": request["x"] * 2} for request in requests]
-
-
-def free_ports(count: int) -> list:
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
 
 
 def timed(client: ModelClient, x: np.ndarray) -> float:
@@ -55,17 +40,16 @@ def timed(client: ModelClient, x: np.ndarray) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=6, help="timed requests per way and size (default 6)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES_MIB), help="MiB in and out (default 16 256)")
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS)
     args = parser.parse_args()
-    http, grpc, metrics = free_ports(3)
-    config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics)
-    urls = {"http": f"http://127.0.0.1:{http}", "grpc": f"grpc://127.0.0.1:{grpc}"}
     rows = []
-    with Triton(config=config) as triton:
-        triton.bind(model_name="Double", infer_func=double, inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
-                    outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))], config=ModelConfig(max_batch_size=1))
-        triton.run()
+    with tempfile.TemporaryDirectory(prefix="bench-shm-") as workdir, servers.start_python_server(
+        "pytriton_like", "pytriton_like", pathlib.Path(workdir), instances=1, max_batch_size=1, options=["--callable=plain"]
+    ) as server:
+        urls = {"http": f"http://127.0.0.1:{server.http_port}", "grpc": f"grpc://127.0.0.1:{server.grpc_port}"}
         for protocol, url in urls.items():
-            for mib in SIZES_MIB:
+            for mib in args.sizes:
                 x = np.random.default_rng(0).random((1, mib << 18), dtype=np.float32)
                 with ModelClient(url, "Double", inference_timeout_s=300) as plain, ModelClient(
                     url, "Double", inference_timeout_s=300, use_shared_memory=True
@@ -102,9 +86,9 @@ def main() -> None:
         "load_average_1m_after": round(os.getloadavg()[0], 2),
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"written {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"written {args.out}")
 
 
 if __name__ == "__main__":

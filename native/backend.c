@@ -89,6 +89,7 @@ struct instance_state {
   uint32_t n_slots;
   uint32_t busy;
   int dead;
+  uint64_t lost_ns; /* when the worker was lost */
   int stopping;
   char why[512];
   uint64_t next_id;
@@ -274,6 +275,7 @@ static void lose_worker(struct instance_state* inst, const char* why) {
   pthread_mutex_lock(&inst->lock);
   if (!inst->dead) {
     inst->dead = 1;
+    inst->lost_ns = now_ns();
     if (inst->stopping)
       snprintf(inst->why, sizeof(inst->why), "model '%s' is unloading", inst->model->name);
     else
@@ -711,15 +713,32 @@ static void* reader_main(void* argument) {
 
 /* -- Triton's entry points ------------------------------------------------------------------- */
 
+/* The value of --backend-config=pytriton_like,server-restarts=N (0 when absent). The config is JSON
+ * ({"cmdline":{"server-restarts":"N",...}}); only this one key is looked for, in a bounded copy. */
+static uint64_t server_restarts(TRITONBACKEND_Backend* backend) {
+  TRITONSERVER_Message* message;
+  const char* json;
+  size_t size;
+  if (relay_check(TRITONBACKEND_BackendConfig(backend, &message), __LINE__) ||
+      relay_check(TRITONSERVER_MessageSerializeToJson(message, &json, &size), __LINE__))
+    return 0;
+  char copy[4096];
+  if (size >= sizeof(copy)) size = sizeof(copy) - 1;
+  memcpy(copy, json, size);
+  copy[size] = '\0';
+  static const char key[] = "\"server-restarts\":\"";
+  const char* found = strstr(copy, key);
+  return found != NULL ? strtoull(found + sizeof(key) - 1, NULL, 10) : 0;
+}
+
 TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
-  (void)backend;
   uint32_t major, minor;
   TRY(TRITONBACKEND_ApiVersion(&major, &minor));
   if (major != RELAY_BACKEND_API_MAJOR || minor < RELAY_BACKEND_API_MINOR)
     return error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                      "the pytriton_like backend needs Triton's backend API %d.%d or a later 1.x, this server has %u.%u",
                      RELAY_BACKEND_API_MAJOR, RELAY_BACKEND_API_MINOR, major, minor);
-  metrics_families_new();
+  metrics_families_new(server_restarts(backend));
   return NULL;
 }
 
@@ -748,7 +767,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, message);
   }
   /* worker processes: each instance has the model's series, labelled with its worker */
-  if (state->settings.revive_ms == 0) metrics_model_new(&state->metrics, state->name, state->version, NULL);
+  if (!state->settings.worker_processes) metrics_model_new(&state->metrics, state->name, state->version, NULL);
   TRITONSERVER_Error* error = TRITONBACKEND_ModelSetState(model, state);
   if (error != NULL) {
     metrics_model_delete(&state->metrics);
@@ -860,7 +879,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
     error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, message);
     goto failed;
   }
-  if (settings.revive_ms > 0) { /* worker processes: a series of the relay's metrics per worker */
+  if (settings.worker_processes) { /* a series of the relay's metrics per worker */
     char worker[16];
     snprintf(worker, sizeof(worker), "%d", index);
     metrics_model_new(&inst->worker_metrics, inst->model->name, inst->model->version, worker);
@@ -879,7 +898,8 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
     inst->slots[i].in = empty;
     inst->slots[i].out = empty;
   }
-  inst->fd = connect_waiting(path, settings.revive_ms); /* once, for threads: they listen before the load */
+  /* threads listen before the load; a worker process may be starting again meanwhile */
+  inst->fd = connect_waiting(path, settings.worker_processes ? settings.restart_wait_ms : 0);
   if (inst->fd < 0) {
     error = error_new(TRITONSERVER_ERROR_UNAVAILABLE, "cannot reach the worker at %s: %s", path, strerror(errno));
     goto failed;
@@ -969,21 +989,27 @@ static int send_batch(struct instance_state* inst, struct slot* slot) {
   return -1;
 }
 
-/* A worker process that died is started again by the user process, listening at the same path:
- * connect to it and greet it, waiting up to revive_ms. Meanwhile this instance holds the batch it
- * was given, so Triton hands the next ones to the instances whose workers live. The path is gone
- * when the user process gave up on the worker (or stops): the instance then stays lost. Called
- * by Execute only, which Triton never runs twice at once for one instance. */
+/* A worker process that died is started again by the user process's supervisor, listening at the
+ * same path: connect to it and greet it. The first batch after the loss waits for it until
+ * restart_wait_ms after the loss (holding that batch, so that Triton hands the next ones to the
+ * instances whose workers live); later batches try once, and fail at once while it is not back.
+ * Called by Execute only, which Triton never runs twice at once for one instance. */
 static void revive(struct instance_state* inst) {
+  if (!inst->has_reader && !inst->dead && transport_wait(inst->fd, 0, 0) > 0) {
+    /* between batches nothing is due from the worker: what is readable is its end (or a nudge) */
+    serve_one(inst, 0);
+  }
   pthread_mutex_lock(&inst->lock);
   int lost = inst->dead && !inst->stopping;
+  uint64_t deadline = inst->lost_ns + (uint64_t)inst->model->settings.restart_wait_ms * 1000000u;
   pthread_mutex_unlock(&inst->lock);
   if (!lost) return;
   if (inst->has_reader) { /* it ended when the worker was lost */
     pthread_join(inst->reader, NULL);
     inst->has_reader = 0;
   }
-  int fd = connect_waiting(inst->path, inst->model->settings.revive_ms);
+  uint64_t now = now_ns();
+  int fd = connect_waiting(inst->path, deadline > now ? (int)((deadline - now) / 1000000u) : 0);
   if (fd < 0) return;
   close(inst->fd);
   inst->fd = fd;
@@ -1023,7 +1049,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
   TRY(TRITONBACKEND_ModelInstanceState(instance, &state));
   struct instance_state* inst = state;
   struct settings* settings = &inst->model->settings;
-  if (settings->revive_ms > 0) revive(inst);
+  if (settings->worker_processes) revive(inst);
   struct slot* slot = acquire_slot(inst);
   if (slot == NULL || grow_slot(slot, request_count) != 0) {
     const char* why = slot == NULL ? inst->why : "out of memory";

@@ -31,8 +31,30 @@ static const struct {
 };
 
 static TRITONSERVER_MetricFamily* families[FAMILY_COUNT];
+static TRITONSERVER_MetricFamily* restarts_family;
+static TRITONSERVER_Metric* restarts;
 
-void metrics_families_new(void) {
+/* One series without labels: the restarts of tritonserver before this process, counted by the user
+ * process's supervisor (a counter that goes on across restarts, as Prometheus expects of one). */
+static void restarts_new(uint64_t server_restarts) {
+  TRITONSERVER_Error* error =
+      TRITONSERVER_MetricFamilyNew(&restarts_family, TRITONSERVER_METRIC_KIND_COUNTER, "pytriton_like_server_restarts",
+                                   "Times tritonserver exited unexpectedly and was started again by pytriton_like");
+  if (error != NULL) {
+    relay_log(TRITONSERVER_LOG_WARN, __LINE__, "the restarts metric is off: %s", TRITONSERVER_ErrorMessage(error));
+    TRITONSERVER_ErrorDelete(error);
+    restarts_family = NULL;
+    return;
+  }
+  if (relay_check(TRITONSERVER_MetricNew(&restarts, restarts_family, NULL, 0), __LINE__)) {
+    restarts = NULL;
+    return;
+  }
+  if (server_restarts > 0) relay_check(TRITONSERVER_MetricIncrement(restarts, (double)server_restarts), __LINE__);
+}
+
+void metrics_families_new(uint64_t server_restarts) {
+  restarts_new(server_restarts);
   for (int i = 0; i < FAMILY_COUNT; i++) {
     TRITONSERVER_Error* error =
         TRITONSERVER_MetricFamilyNew(&families[i], TRITONSERVER_METRIC_KIND_COUNTER, FAMILIES[i].name,
@@ -46,6 +68,10 @@ void metrics_families_new(void) {
 }
 
 void metrics_families_delete(void) {
+  if (restarts != NULL) relay_check(TRITONSERVER_MetricDelete(restarts), __LINE__);
+  if (restarts_family != NULL) relay_check(TRITONSERVER_MetricFamilyDelete(restarts_family), __LINE__);
+  restarts = NULL;
+  restarts_family = NULL;
   for (int i = 0; i < FAMILY_COUNT; i++) {
     if (families[i] == NULL) continue;
     relay_check(TRITONSERVER_MetricFamilyDelete(families[i]), __LINE__);

@@ -20,8 +20,9 @@ struct model_metrics {
   TRITONSERVER_Metric* metric[METRIC_COUNT];
 };
 
-/* The families, once per backend (a family's series vanish when it is deleted). */
-void metrics_families_new(void);
+/* The families, once per backend (a family's series vanish when it is deleted); server_restarts: how
+ * many times the user process started tritonserver again (--backend-config server-restarts). */
+void metrics_families_new(uint64_t server_restarts);
 void metrics_families_delete(void);
 /* worker: the worker's index as text, or NULL for the model's series. */
 void metrics_model_new(struct model_metrics* metrics, const char* model, const char* version, const char* worker);

@@ -68,7 +68,8 @@ int settings_read(const char* dir, int instance, struct settings* s, char* socke
     else if (strcmp(key, "in_flight") == 0) s->in_flight = value < 1 ? 1 : value > 16 ? 16 : (uint32_t)value;
     else if (strcmp(key, "outputs") == 0) s->outputs = value > 65535 ? 65535 : (uint32_t)value;
     else if (strcmp(key, "handshake_timeout_ms") == 0) s->handshake_timeout_ms = value > 3600000 ? 3600000 : (int)value;
-    else if (strcmp(key, "revive_ms") == 0) s->revive_ms = value > 3600000 ? 3600000 : (int)value;
+    else if (strcmp(key, "worker_processes") == 0) s->worker_processes = value != 0;
+    else if (strcmp(key, "restart_wait_ms") == 0) s->restart_wait_ms = value > 3600000 ? 3600000 : (int)value;
     /* unknown keys are ignored: a newer library may say more */
   }
   fclose(file);

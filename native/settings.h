@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define SETTINGS_MAX_PATH 108 /* a Unix socket path, NUL included */
-#define SETTINGS_VERSION 1    /* the format of relay.conf this backend reads (relay/settings.py) */
+#define SETTINGS_VERSION 2    /* the format of relay.conf this backend reads (relay/settings.py) */
 
 struct settings {
   uint64_t owner_pid;        /* owner_pid: the user process serving the model */
@@ -20,8 +20,10 @@ struct settings {
   uint32_t in_flight;        /* in_flight: batches in flight per instance (non-decoupled) */
   uint32_t outputs;          /* outputs: how many outputs the model declares */
   int handshake_timeout_ms;  /* handshake_timeout_ms: how long to wait for WELCOME */
-  int revive_ms;             /* revive_ms: > 0 when each instance's worker is a process of its own, started
-                                again when it dies: how long a batch waits for it (0: a lost worker stays lost) */
+  int worker_processes;      /* worker_processes: 1 when each instance's relay server is a worker process of its
+                                own, started again when it dies (its metrics get a worker label) */
+  int restart_wait_ms;       /* restart_wait_ms: how long after losing its worker process an instance waits for
+                                the restarted one with the batch it holds (the supervisor's grace) */
 };
 
 /* Reads dir/relay.conf. For instance (>= 0) also finds its socket ("socket.<index>=path").

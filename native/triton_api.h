@@ -6,6 +6,7 @@
 #define PYTRITON_LIKE_TRITON_API_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define RELAY_EXPORT __attribute__((visibility("default")))
@@ -20,6 +21,7 @@
 
 typedef struct TRITONSERVER_Error TRITONSERVER_Error;
 typedef struct TRITONSERVER_Parameter TRITONSERVER_Parameter;
+typedef struct TRITONSERVER_Message TRITONSERVER_Message;
 typedef struct TRITONSERVER_MetricFamily TRITONSERVER_MetricFamily;
 typedef struct TRITONSERVER_Metric TRITONSERVER_Metric;
 typedef struct TRITONBACKEND_Backend TRITONBACKEND_Backend;
@@ -68,6 +70,7 @@ typedef enum { TRITONBACKEND_ARTIFACT_FILESYSTEM = 0 } TRITONBACKEND_ArtifactTyp
 
 /* tritonserver.h */
 TRITONSERVER_Error* TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char* msg);
+TRITONSERVER_Error* TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message* message, const char** base, size_t* byte_size);
 void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error);
 const char* TRITONSERVER_ErrorMessage(TRITONSERVER_Error* error);
 bool TRITONSERVER_LogIsEnabled(TRITONSERVER_LogLevel level);
@@ -86,6 +89,8 @@ TRITONSERVER_Error* TRITONSERVER_MetricIncrement(TRITONSERVER_Metric* metric, do
 
 /* tritonbackend.h: what Triton provides */
 TRITONSERVER_Error* TRITONBACKEND_ApiVersion(uint32_t* major, uint32_t* minor);
+/* The --backend-config options of this backend, as JSON {"cmdline": {"key": "value", ...}}; owned by Triton. */
+TRITONSERVER_Error* TRITONBACKEND_BackendConfig(TRITONBACKEND_Backend* backend, TRITONSERVER_Message** backend_config);
 TRITONSERVER_Error* TRITONBACKEND_ModelName(TRITONBACKEND_Model* model, const char** name);
 TRITONSERVER_Error* TRITONBACKEND_ModelVersion(TRITONBACKEND_Model* model, uint64_t* version);
 TRITONSERVER_Error* TRITONBACKEND_ModelRepository(TRITONBACKEND_Model* model, TRITONBACKEND_ArtifactType* artifact_type,

@@ -37,10 +37,15 @@ SPECIAL_KEYS = frozenset({TRITON_CONTEXT_FIELD, TRITON_CONTEXT_ATTRIBUTE})
 
 # PyTriton's names of what the decorators pass around (pytriton_like.decorators exports them)
 InputNames = List[str]
+"""Names of a model's inputs (PyTriton's type name)."""
 InferenceRequest = Dict[str, np.ndarray]
+"""One request as the decorators see it: input names to arrays (PyTriton's type name)."""
 InferenceRequests = Union[List[InferenceRequest], Tuple[InferenceRequest, ...]]
+"""The requests of one call of an inference callable (PyTriton's type name)."""
 InferenceResult = Dict[str, np.ndarray]
+"""One response: output names to arrays (PyTriton's type name)."""
 InferenceResults = Union[List[InferenceResult], Tuple[InferenceResult, ...]]
+"""The responses of one call, one per request, in the requests' order (PyTriton's type name)."""
 
 Call = Tuple[tuple, Dict[str, Any]]
 Steps = Generator[Call, Any, Any]

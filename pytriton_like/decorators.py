@@ -205,7 +205,7 @@ class ConstantPadder:
     get the widest item size; other arrays of one name must share their dtype.
 
     Args:
-        pad_value: the value padded in.
+        pad_value (int | float | bool | bytes | str): the value padded in (default 0).
 
     Example:
         >>> ConstantPadder(0)([{"y": np.ones((1, 2))}, {"y": np.ones((1, 3))}])[0]["y"]

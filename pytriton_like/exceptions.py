@@ -27,7 +27,18 @@ __all__ = [
 
 
 class PyTritonError(Exception):
-    """Root of every error raised by pytriton_like on the serving side."""
+    """Root of every error raised by pytriton_like, on the serving side and (through
+    :class:`~pytriton_like.client.exceptions.PyTritonClientError`) by the clients.
+
+    Args:
+        message: what was expected and what came.
+
+    Example:
+        >>> try:                                                        # doctest: +SKIP
+        ...     triton.bind(model_name="bad name", ...)
+        ... except PyTritonError as error:
+        ...     print(error.message)
+    """
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -54,6 +65,13 @@ class PyTritonBadParameterError(PyTritonError):
 class PyTritonModelConfigError(PyTritonError):
     """A model configuration cannot be rendered, parsed or loaded.
 
+    Args:
+        message: what is wrong, naming the model, the file and the line when known.
+        model_name (str | None): the model, when known.
+        path (str | pathlib.Path | None): its config.pbtxt, when the error is in that file.
+        line (int | None): the line of the error in that file (1-based), when known.
+        column (int | None): the column of the error (1-based), when known.
+
     Attributes:
         model_name: the model, when known.
         path: its config.pbtxt, when the error is in that file.
@@ -71,6 +89,10 @@ class PyTritonModelConfigError(PyTritonError):
 
 class PyTritonServerError(PyTritonError):
     """tritonserver failed to start, failed to load a model, or died.
+
+    Args:
+        message: what failed (with tritonserver's exit code when it exited).
+        log_tail: the last lines of the server log; appended to the message.
 
     Attributes:
         log_tail: the last lines of the server log, when known.

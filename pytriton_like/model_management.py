@@ -14,7 +14,8 @@ from .model_config.names import check_model_name
 from .models.bindings import Bindings
 from .server.lifecycle import TritonState
 from .server.management import ServerModels
-from .startup import ServerRun, no_control
+from .server.management import no_control
+from .startup import ServerRun
 
 __all__ = ["ModelManagement"]
 
@@ -37,6 +38,9 @@ class ModelManagement:
 
         A model of the repository has its config.pbtxt checked first.
 
+        Args:
+            model_name: the model's name.
+
         Raises:
             PyTritonModelConfigError: the model's config.pbtxt is missing or broken (the message
                 names the model, the file and the line).
@@ -57,6 +61,9 @@ class ModelManagement:
 
         A bound model keeps its workers while unloaded and can be loaded again.
 
+        Args:
+            model_name: the model's name.
+
         Raises:
             PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
             PyTritonServerError: the server refused.
@@ -70,23 +77,48 @@ class ModelManagement:
     def get_model_repository_index(self) -> List[Dict[str, Any]]:
         """Every model of the bound and the user's repository: ``name``, and once loaded (or
         unloaded) ``version``, ``state`` (``READY``, ``UNAVAILABLE``, ``LOADING``...) and ``reason``.
+
+        Raises:
+            PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
+            PyTritonServerError: the server refused.
         """
         return self._server_models("read the repository index").repository_index()
 
     def is_model_ready(self, model_name: str, version: Optional[int] = None) -> bool:
-        """Whether the model (``version``; by default its highest ready one) is ready for requests."""
+        """Whether the model (``version``; by default its highest ready one) is ready for requests.
+
+        Args:
+            model_name: the model's name.
+            version: the version to ask about; ``None``: the model's highest ready version.
+
+        Raises:
+            PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
+        """
         return self._server_models("check model readiness").model_ready(model_name, version)
 
     def get_model_config(self, model_name: str, version: Optional[int] = None) -> Dict[str, Any]:
         """The configuration of a loaded model as Triton holds it (JSON, as ``config.pbtxt`` fields).
 
+        Args:
+            model_name: the model's name.
+            version: the version to read; ``None``: the model's highest ready version.
+
         Raises:
+            PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
             PyTritonServerError: the model is not loaded.
         """
         return self._server_models("read a model config").model_config(model_name, version)
 
     def get_inference_statistics(self, model_name: Optional[str] = None) -> Dict[str, Any]:
-        """Triton's inference statistics: ``{"model_stats": [...]}`` for one model (all its versions) or all."""
+        """Triton's inference statistics: ``{"model_stats": [...]}`` for one model (all its versions) or all.
+
+        Args:
+            model_name: the model whose statistics to read; ``None``: every loaded model.
+
+        Raises:
+            PyTritonInvalidOperationError: the server is not running, or has no HTTP endpoint.
+            PyTritonServerError: the server refused (e.g. an unknown model).
+        """
         return self._server_models("read inference statistics").statistics(model_name)
 
     def _server_models(self, operation: str) -> ServerModels:

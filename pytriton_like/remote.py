@@ -34,6 +34,7 @@ from .server.config import DEFAULT_RELAY_SPIN_US
 from .server.control import ControlError, ServerControl
 from .server.management import ServerModels
 from .server.workspace import PRIVATE_MODE, WORKSPACE_PREFIX
+from .supervisor import Supervisor
 from .tracing import model_tracer
 
 __all__ = ["RemoteTriton"]
@@ -85,6 +86,7 @@ class RemoteTriton:
         self._stop_requested = threading.Event()
         self._models_api: Optional[ServerModels] = None  # the server's model management, once connected
         self._loopback: Optional[LoopbackClients] = None
+        self._supervisor: Optional[Supervisor] = None  # of the models' worker processes, once one has some
         self._tags = 0
 
     # -- context manager ---------------------------------------------------------------------
@@ -111,9 +113,25 @@ class RemoteTriton:
         workers: int = 1,
         worker_options: Optional[WorkerOptions] = None,
     ) -> None:
-        """Serve ``infer_func`` as ``model_name`` on the remote server (arguments as ``Triton.bind``).
+        """Serve ``infer_func`` as ``model_name`` on the remote server.
 
-        Loaded at once when connected, else at :meth:`connect`.
+        Loaded at once when connected, else at :meth:`connect`. The arguments are those of
+        :meth:`Triton.bind <pytriton_like.triton.Triton.bind>`.
+
+        Args:
+            model_name: the name clients call the model by.
+            infer_func: a callable taking a list of requests and returning one dict of outputs per
+                request, or a list of such callables (one model instance each).
+            inputs: specs of the inputs, in the order clients pass them positionally.
+            outputs: specs of the outputs.
+            model_version: version number of the model.
+            config: scheduling options (default ``ModelConfig()``).
+            strict: check the callable's outputs against ``outputs``.
+            trace_config: Triton's trace settings for this model's OpenTelemetry spans in this
+                process (docs/tracing.md).
+            workers: how many worker processes run ``infer_func`` (default 1: this process);
+                see docs/workers.md.
+            worker_options: how the worker processes start (:class:`~pytriton_like.triton.WorkerOptions`).
 
         Raises:
             PyTritonValidationError: a bad name, tensor spec, callable or configuration.
@@ -172,7 +190,14 @@ class RemoteTriton:
 
     def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
         """Connect and block until SIGINT/SIGTERM, :meth:`stop`, or the server or our models are
-        gone (checked every ``monitoring_period_s``); then stop."""
+        gone; then stop (our models are unloaded, the server goes on).
+
+        Args:
+            monitoring_period_s: how often to check that the server and our models are alive.
+
+        Raises:
+            PyTritonServerError: the server was not ready in time, or refused a model.
+        """
         restore = {}
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
@@ -258,6 +283,8 @@ class RemoteTriton:
     def _load(self, model: Model) -> None:
         """Start the model's workers, write its entry locally and have the server load it from the files sent."""
         repository = self._workspace / "model_repository"
+        if model.processes and self._supervisor is None:
+            self._supervisor = Supervisor()
         model.setup(
             repository,
             self._workspace / "sockets",
@@ -265,6 +292,7 @@ class RemoteTriton:
             None,
             DEFAULT_RELAY_SPIN_US,
             loopback=self._loopback,
+            supervisor=self._supervisor,
         )
         self._models.write_config(repository, model.name)
         config_json, files = _entry_for_load_api(repository / model.name)
@@ -288,12 +316,17 @@ class RemoteTriton:
             time.sleep(_POLL_S)
 
     def _close(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.pause()
         if self._loopback is not None:
             self._loopback.close()
             self._loopback = None
         if self._workspace is not None:
             for model in self._models:
                 model.teardown(self._workspace / "model_repository")
+        if self._supervisor is not None:  # after the worker processes stopped: their parent-death signal is tied to it
+            self._supervisor.close()
+            self._supervisor = None
             if self._workspace_arg is None:
                 shutil.rmtree(self._workspace, ignore_errors=True)
             else:

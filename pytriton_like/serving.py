@@ -31,7 +31,7 @@ class Serving:
     _console: Console
     _stops: StopRequests
     _run: Optional[ServerRun]
-    _server_exit: Optional[int]
+    _given_up: Optional[str]
 
     def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
         """Run the server and block until SIGINT or SIGTERM (or :meth:`stop`), then stop it.
@@ -40,14 +40,19 @@ class Serving:
         thread, call :meth:`stop` to end it. A signal that comes while the server is still
         starting cuts the start short; ``serve()`` then returns as well, once all is stopped.
 
+        While it serves, a tritonserver (or OpenAI endpoint) that dies is started again on the
+        same ports with the same models, within ``TritonConfig.max_restarts`` and
+        ``restart_window_secs`` (docs/reliability.md).
+
         Args:
-            monitoring_period_s: how often to check that the server and the models' workers are
-                alive (a dead server is noticed at once anyway); when not, it stops and returns.
+            monitoring_period_s: how often to check that serving goes on (a process that dies is
+                noticed at once anyway).
 
         Raises:
-            PyTritonServerError: the server failed to start, or tritonserver exited while
-                serving (killed, crashed): the message names its exit code and shows the end of
-                its log, so that a supervisor (systemd, Kubernetes) sees a failure.
+            PyTritonServerError: the server failed to start, or tritonserver (or the OpenAI
+                endpoint) died once more than its restart policy allows: the message says how it
+                ended and shows the end of tritonserver's log, so that an orchestrator (systemd,
+                Kubernetes) sees a failure.
         """
         self._console.printing = True
         try:
@@ -58,8 +63,7 @@ class Serving:
                     self.run()
                     self._console.say("serving; press CTRL+C to stop")
                     while not self._stops.requested.wait(monitoring_period_s):
-                        if not self.is_alive():
-                            logger.error("the server or a model's worker is not alive any more; stopping")
+                        if self._given_up is not None:
                             break
                     if self._stops.drain:
                         self._drain()
@@ -68,9 +72,11 @@ class Serving:
         finally:
             self.stop()
             self._console.printing = False
-        if self._server_exit is not None:
+        if self._given_up is not None:
+            policy = self._config.restart_policy()
             raise PyTritonServerError(
-                f"tritonserver exited unexpectedly with code {self._server_exit} while serving",
+                f"{self._given_up} while serving, and was not started again (TritonConfig.max_restarts="
+                f"{policy.max_restarts} within restart_window_secs={policy.window_s:g}; docs/reliability.md)",
                 log_tail=self._run.server.log_tail(),
             )
 

@@ -1,9 +1,11 @@
 """One run of tritonserver for a ``Triton``: what ``run()`` starts and ``stop()`` ends.
 
-:class:`ServerRun` holds what a run creates (the workspace, the loopback clients, the server
-process, its control calls, the repository poller), each set as soon as it exists, so that
-:meth:`ServerRun.stop` ends whatever a failed start got to. The order of the start is
-docs/architecture.md's "Start-up".
+:class:`ServerRun` holds what a run creates (the supervisor, the workspace, the loopback clients,
+the server process, its control calls, the repository poller), each set as soon as it exists, so
+that :meth:`ServerRun.stop` ends whatever a failed start got to. The order of the start is
+docs/architecture.md's "Start-up". Every process of the run — tritonserver, the OpenAI endpoint's
+process, worker processes — is a child of the run's :class:`~pytriton_like.supervisor.Supervisor`:
+one that dies is started again (docs/reliability.md).
 """
 
 import dataclasses
@@ -22,25 +24,27 @@ from .models.availability import Availability
 from .models.model import Model
 from .models.poller import RepositoryPoller
 from .models.repository import remove_model_entry, write_ensemble_entry
-from .models.s3_repository import is_s3_url
+from .models.s3_repository import name_remote_repository
 from .models.user_repository import repository_location
 from .openai.contract import OpenAIModel, catalog
 from .relay.shm import unlink_orphaned_segments
 from .server.bundle import find_install
+from .server.child import TritonServerChild
 from .server.command_line import connect_host, endpoint_urls, local_url, server_argv
 from .server.config import DEFAULT_POLL_SECS, TritonConfig
 from .server.control import ServerControl
 from .server.lifecycle import DefaultTritonLifecyclePolicy, TritonLifecyclePolicy, VertextAILifecyclePolicy
-from .server.management import ServerModels
+from .server.management import ServerModels, no_control
 from .server.process import ServerProcess, check_ports_free
 from .server.security import TritonSecurityConfig, check_restriction_overlap, hide_token_environment, restriction_value
 from .server.shutdown import DEFAULT_EXIT_TIMEOUT_S, stop_server
 from .server.workspace import Workspace, remove_orphaned_workspaces
+from .supervisor import Supervisor
 
 if TYPE_CHECKING:
     from .openai.server import OpenAIServer
 
-__all__ = ["ServerRun", "no_control", "name_remote_repository", "resolve_options"]
+__all__ = ["ServerRun", "resolve_options"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +64,8 @@ class ServerRun:
         workspace_path: the workspace folder (``None``: a temporary one).
         console: the lines ``serve()`` prints.
         on_unrecoverable: called from a worker whose callable raised ``PyTritonUnrecoverableError``.
-        on_server_exit: called with tritonserver's exit code when it exits.
+        on_given_up: called with what failed (a sentence) when tritonserver or the OpenAI endpoint
+            died once more than their restart policy allows.
     """
 
     def __init__(
@@ -71,7 +76,7 @@ class ServerRun:
         workspace_path: Union[str, pathlib.Path, None],
         console: Console,
         on_unrecoverable: Callable[[BaseException], None],
-        on_server_exit: Callable[[int], None],
+        on_given_up: Callable[[str], None],
     ):
         self._config = config
         self._security = security
@@ -79,11 +84,14 @@ class ServerRun:
         self._workspace_path = workspace_path
         self._console = console
         self._on_unrecoverable = on_unrecoverable
-        self._on_server_exit = on_server_exit
+        self._on_given_up = on_given_up
+        self.supervisor = Supervisor()
         self.workspace: Optional[Workspace] = None
         self.loopback: Optional[LoopbackClients] = None
         self._availability: Dict[str, Availability] = {}
-        self.server: Optional[ServerProcess] = None
+        self._server: Optional[TritonServerChild] = None
+        self._startup_models: List[str] = []  # what the first start loads; restarts load what is loaded then
+        self._expected: List[Ready] = []
         self.models: Optional[ServerModels] = None  # None without the HTTP endpoint
         self._poller: Optional[RepositoryPoller] = None
         self._openai: Optional["OpenAIServer"] = None
@@ -122,53 +130,50 @@ class ServerRun:
         repositories = [self.workspace.model_repository]
         if repository is not None:
             repositories.append(repository.path)
-        restriction = restriction_value(self._security)
-        argv = server_argv(
-            config,
-            binary=bundle.binary,
-            model_repositories=repositories,
-            backend_directory=self.workspace.backends,
-            cache_directory=bundle.caches,
-            startup_models=bindings.models.names() + repository_models + list(bindings.ensembles),
-            restriction=restriction,
-        )
+        self._startup_models = bindings.models.names() + repository_models + list(bindings.ensembles)
+        self._repositories = repositories
+        self._bundle = bundle
         self._security.warn_if_open()
         env = bundle.server_environment(os.environ)
-        if restriction is not None:
+        if restriction_value(self._security) is not None:
             env = hide_token_environment(env)  # the token out of /proc/<pid>/cmdline (docs/security.md)
         log_file = pathlib.Path(config.log_file) if config.log_file else self.workspace.log_file
-        logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         if self._security.access_token:
             # before the server starts: a client of this host that sees a model ready (with the
             # native relay, a fraction of a second after the start) must find the token already
             for endpoint in ("HTTP", "gRPC"):
                 if endpoint in config.ports:
                     write_token(config.ports[endpoint], self._security.access_token)
-        self.server = ServerProcess(argv, env, log_file, endpoints=list(config.ports))
-        self.server.add_exit_listener(self._on_server_exit)
-        try:
-            self.server.start(_START_TIMEOUT_S)
-        except PyTritonServerError as exc:
-            raise name_remote_repository(exc, repository) from None
-        expected = [("model", model.name, model.version) for model in bindings.models]
-        expected += [("model", name, None) for name in repository_models]
-        expected += [("ensemble", name, ensemble.model_version) for name, ensemble in bindings.ensembles.items()]
+        self._expected = [("model", model.name, model.version) for model in bindings.models]
+        self._expected += [("model", name, None) for name in repository_models]
+        self._expected += [("ensemble", name, ensemble.model_version) for name, ensemble in bindings.ensembles.items()]
+        self._server = TritonServerChild(
+            command=self._server_argv,
+            env=env,
+            log_file=log_file,
+            endpoints=list(config.ports),
+            models_ready=self._check_models_ready,
+            policy=config.restart_policy(),
+            start_timeout_s=_START_TIMEOUT_S,
+            on_given_up=lambda cause: self._on_given_up(f"tritonserver exited unexpectedly ({cause})"),
+            on_back=self._server_back,
+        )
         if config.allow_http is not False:
             control = ServerControl(
                 connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
             )
-            self.models = ServerModels(control, self.server)
-            for what, name, version in expected:
-                if not control.model_ready(name, version):
-                    raise PyTritonServerError(f"{what} {name!r} is not ready after start", log_tail=self.server.log_tail())
-        self.server.protect_stub_regions()
+            self.models = ServerModels(control, self._server, loaded=self._startup_models)
+        try:
+            self.supervisor.launch(self._server).result()
+        except PyTritonServerError as exc:
+            raise name_remote_repository(exc, repository) from None
         if config.model_control_mode == "poll":
             poll_secs = config.repository_poll_secs or DEFAULT_POLL_SECS
             self._poller = RepositoryPoller(repository, poll_secs, load=load_polled, unload=unload_polled, known=known)
             self._poller.start()
         if config.openai_endpoint_port() is not None:
             self._start_openai()
-        self.ready = expected
+        self.ready, self._expected = self._expected, []  # a restart checks the models loaded then
         self.say_started()
         if config.log_verbose:
             # PyTriton's words (its tests and users' log alerts look for them)
@@ -178,28 +183,57 @@ class ServerRun:
                 config.log_verbose,
             )
 
-    def _start_openai(self) -> None:
-        """Start the OpenAI endpoint (docs/openai.md); say so when it is open beyond loopback without a key."""
-        from .openai.server import OpenAIServer, is_loopback  # noqa: PLC0415 - only when used
+    @property
+    def server(self) -> Optional[ServerProcess]:
+        """The tritonserver process of now (another one after each restart)."""
+        return self._server.process if self._server is not None else None
 
+    def _server_argv(self, restarts: int) -> List[str]:
+        """tritonserver's command line for its ``restarts``-th restart (0: the first start), with the
+        models to load: at the first start those bound and chosen, then those loaded at the time."""
         config = self._config
-        host = config.openai_address or "0.0.0.0"
-        self._openai = OpenAIServer(
-            host=host,
-            port=config.openai_endpoint_port(),
-            grpc_target=f"{connect_host(config.grpc_address)}:{config.ports['gRPC']}",
-            access_token=self._security.access_token,
-            api_key=config.openai_api_key,
-            models=self.openai_models(),
-            on_cancel=self._cancel_stream,
-            max_unread_bytes=config.openai_unread_limit(),
+        startup_models = self._startup_models
+        if restarts and self.models is not None:
+            startup_models = self.models.loaded
+        argv = server_argv(
+            config,
+            binary=self._bundle.binary,
+            model_repositories=self._repositories,
+            backend_directory=self.workspace.backends,
+            cache_directory=self._bundle.caches,
+            startup_models=startup_models,
+            restriction=restriction_value(self._security),
+            restarts=restarts,
         )
-        if not config.openai_api_key and not is_loopback(host):
-            logger.warning(
-                "the OpenAI endpoint listens on %s:%d without an API key: anybody who reaches that port can call"
-                " its models (TritonConfig(openai_api_key=...) requires one; docs/openai.md)",
-                host, self._openai.port,
-            )
+        logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
+        return argv
+
+    def _check_models_ready(self) -> None:
+        """Raise PyTritonServerError unless every model the server was started with is ready."""
+        if self.models is None:
+            return  # no HTTP endpoint: nothing to ask it with
+        expected = self._expected or [("model", name, None) for name in self.models.loaded]
+        for what, name, version in expected:
+            if not self.models.model_ready(name, version):
+                raise PyTritonServerError(f"{what} {name!r} is not ready after start", log_tail=self.server.log_tail())
+
+    def _server_back(self) -> None:
+        """A restarted tritonserver serves: its models are ready, the relay servers reached again."""
+        self._console.say("tritonserver serves again (restart %d)", self.supervisor.restarts(self._server))
+
+    def _start_openai(self) -> None:
+        """Start the OpenAI endpoint (docs/openai.md), a child of the run's supervisor."""
+        from .openai.server import OpenAIServer  # noqa: PLC0415 - only when used
+
+        openai = OpenAIServer.for_config(
+            self._config,
+            access_token=self._security.access_token,
+            models=self.openai_models,
+            on_given_up=lambda cause: self._on_given_up(f"the OpenAI endpoint exited unexpectedly ({cause})"),
+            on_cancel=self._cancel_stream,
+        )
+        self.supervisor.launch(openai).result()
+        self._openai = openai
 
     def _cancel_stream(self, model_name: str, key: str) -> None:
         """The OpenAI endpoint gave up on a streamed request of ``model_name`` (its client went
@@ -231,6 +265,7 @@ class ServerRun:
             config.relay_batches_in_flight(),
             loopback=self.loopback,
             on_availability=availability.set if availability is not None else None,
+            supervisor=self.supervisor,
         )
 
     def load(self, model: Model) -> None:
@@ -280,6 +315,7 @@ class ServerRun:
 
     def stop(self) -> None:
         """Stop the poller, unload the models, stop the server and the workers, remove the workspace."""
+        self.supervisor.pause()  # a process stopped on purpose is not started again
         if self._openai is not None:
             self._openai.close()  # first: no new request reaches the models being unloaded
             self._openai = None
@@ -304,6 +340,7 @@ class ServerRun:
             for model in self._bindings.models:
                 model.teardown(self.workspace.model_repository)
             self.workspace.close()
+        self.supervisor.close()  # last: a worker process's parent-death signal is tied to its thread
 
     def say_started(self, logged: bool = True) -> None:
         """One line per endpoint (its url, and whether it listens on every interface), then one per
@@ -334,22 +371,6 @@ class ServerRun:
             self._console.say("%s %s%s ready: %s", what, name, numbered, url, logged=logged)
         else:
             self._console.say("%s %s%s ready", what, name, numbered, logged=logged)
-
-
-def no_control(operation: str) -> PyTritonInvalidOperationError:
-    """The error of a model-control ``operation`` on a server without its HTTP endpoint."""
-    return PyTritonInvalidOperationError(
-        f"cannot {operation}: model control goes through the HTTP endpoint, which allow_http=False disabled"
-    )
-
-
-def name_remote_repository(error: PyTritonServerError, repository) -> PyTritonServerError:
-    """A start failure of a server with an S3 repository whose log blames S3: the error names the URL."""
-    path = getattr(repository, "path", None)
-    if not (is_s3_url(path) and "S3" in str(error)):
-        return error
-    message = str(error).split(PyTritonServerError.TAIL_HEADER, 1)[0]
-    return PyTritonServerError(f"tritonserver could not read model repository {path}: {message}", log_tail=error.log_tail)
 
 
 def resolve_options(

@@ -33,8 +33,19 @@ _tracer: Optional[Any] = None
 def set_telemetry_tracer(tracer: Any) -> None:
     """Set the OpenTelemetry tracer the spans of every model bound from now on use (once per process).
 
+    A tracer set here does not reach spawned worker processes (``bind(..., workers=N)``): they
+    build theirs from the model's ``trace_config``.
+
+    Args:
+        tracer: an OpenTelemetry tracer, e.g. ``opentelemetry.trace.get_tracer(__name__)`` of a
+            configured provider.
+
     Raises:
         ValueError: a tracer was set already (as PyTriton).
+
+    Example:
+        >>> from opentelemetry import trace                                 # doctest: +SKIP
+        >>> set_telemetry_tracer(trace.get_tracer("my-service"))            # doctest: +SKIP
     """
     global _tracer
     with _lock:
@@ -59,6 +70,10 @@ def build_proxy_tracer_from_triton_config(trace_config: List[str]) -> Any:
     """A tracer exporting over OTLP/HTTP to the ``opentelemetry,url=`` of Triton's trace settings.
 
     ``opentelemetry,resource=key=value`` items become the resource's attributes (``service.name``...).
+
+    Args:
+        trace_config: Triton's trace settings, e.g. ``["mode=opentelemetry",
+            "opentelemetry,url=http://collector:4318/v1/traces"]``.
 
     Raises:
         ImportError: opentelemetry (api, sdk, OTLP exporter) is not installed.
@@ -89,7 +104,15 @@ def build_proxy_tracer_from_triton_config(trace_config: List[str]) -> Any:
 
 def model_tracer(trace_config: Optional[List[str]]) -> Optional[Any]:
     """The tracer a model bound with ``trace_config`` uses: the one set, else one built from an
-    OpenTelemetry trace config (and set, as PyTriton does), else None (no spans)."""
+    OpenTelemetry trace config (and set, as PyTriton does), else None (no spans).
+
+    Args:
+        trace_config: the model's trace settings (``bind(trace_config=...)``, else
+            ``TritonConfig.trace_config``), or ``None``.
+
+    Raises:
+        ImportError: the settings ask for OpenTelemetry and it is not installed.
+    """
     global _tracer
     if _tracer is not None:
         return _tracer
@@ -104,7 +127,14 @@ def model_tracer(trace_config: Optional[List[str]]) -> Optional[Any]:
 
 def traced(infer_func: Callable, tracer: Any, model_name: str, model_version: int) -> Callable:
     """``infer_func`` with a span per request around each call; the same kind of callable
-    (function, coroutine function, generator or async generator function)."""
+    (function, coroutine function, generator or async generator function).
+
+    Args:
+        infer_func: the inference callable to wrap.
+        tracer: the OpenTelemetry tracer that starts the spans.
+        model_name: the model's name, a span attribute (``pytriton_like.model_name``).
+        model_version: the model's version, a span attribute (``pytriton_like.model_version``).
+    """
     attributes = {"pytriton_like.model_name": model_name, "pytriton_like.model_version": model_version}
 
     def start(requests):

@@ -1,7 +1,7 @@
-"""``Triton``: bind Python callables and serve them with the bundled tritonserver.
+"""``Triton``: bind Python callables and serve them with the bundled tritonserver (docs/quickstart.md).
 
-This module only orchestrates: the server process lives in :mod:`pytriton_like.server`, bound
-models and their workers in :mod:`pytriton_like.models`.
+``RemoteTriton`` binds them to a server another process started; ``TritonConfig`` holds the
+server's options, ``WorkerOptions`` how the processes of ``bind(..., workers=N)`` start.
 
 Example:
     >>> with Triton() as triton:                                  # doctest: +SKIP
@@ -69,17 +69,22 @@ __all__ = [
     "VALID_TRITON_ENDPOINTS",
 ]
 
-# PyTriton's module constants: the URLs of a model on the HTTP endpoint, and how long run() waits.
 MODEL_URL = "/v2/models/{model_name}"
+"""A model's path on the HTTP endpoint (KServe v2); ``{model_name}`` to fill in."""
 MODEL_READY_URL = f"{MODEL_URL}/ready/"
+"""A model's readiness path on the HTTP endpoint: 200 when it is ready."""
 MODEL_CONFIG_URL = f"{MODEL_URL}/config/"
+"""A model's configuration path on the HTTP endpoint."""
 MODEL_INFER_URL = f"{MODEL_URL}/infer/"
+"""A model's inference path on the HTTP endpoint."""
 WAIT_FORM_MODEL_TIMEOUT_S = 60.0  # (sic: PyTriton's name)
-
-# PyTriton's names of the security constants (server/security.py holds them).
+"""PyTriton's timeout, in seconds, for waiting for a model; kept under its name for code that imports it."""
 VALID_TRITON_ENDPOINTS = set(VALID_ENDPOINTS)
+"""The API groups ``TritonSecurityConfig(restricted_endpoints=...)`` may name (Triton's groups)."""
 DEFAULT_PROTECTED_ENDPOINTS = list(DEFAULT_RESTRICTED_ENDPOINTS)
+"""The API groups restricted by default: shared memory, model repository, statistics, trace, logging."""
 TRITON_ACCESS_HEADER = ACCESS_TOKEN_HEADER
+"""The header restricted calls carry the access token in (gRPC: ``triton-grpc-protocol-`` before it)."""
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +105,9 @@ class Triton(ModelManagement, Serving):
             ``config.model_control_mode`` says (see docs/model_management.md); given here, it
             wins over ``config.model_repository``.
         triton_lifecycle_policy: when the server starts (docs/lifecycle_policy.md). By default
-            (PyTriton's) entering ``with Triton() as triton:`` starts it, and models bound
-            then load at once; with ``config.allow_vertex_ai`` (or
-            ``TritonLifecyclePolicy(launch_triton_on_startup=False)``) it starts at ``run()`` /
-            ``serve()`` with every model bound until then. A server without its HTTP endpoint
-            (``allow_http=False``) always starts at ``run()``: models load through that endpoint.
+            (PyTriton's) entering ``with Triton() as triton:`` starts it; with
+            ``config.allow_vertex_ai`` (or ``launch_triton_on_startup=False``), and always without
+            the HTTP endpoint, it starts at ``run()``/``serve()`` with every model bound by then.
         security_config: which API groups need the access token (``None``: the model-repository,
             shared-memory, statistics, trace and logging groups, with a random token; see
             docs/security.md). :meth:`get_access_token` tells the token.
@@ -140,7 +143,7 @@ class Triton(ModelManagement, Serving):
         self._stops = StopRequests(self._console)
         self._run: Optional[ServerRun] = None
         self._failure: Optional[BaseException] = None
-        self._server_exit: Optional[int] = None  # tritonserver's exit code, when it exited on its own
+        self._given_up: Optional[str] = None  # what died once more than its restart policy allows
 
     # -- context manager -------------------------------------------------------------------
 
@@ -174,13 +177,13 @@ class Triton(ModelManagement, Serving):
             infer_func: a callable taking a list of requests and returning one dict of outputs per
                 request, or a list of such callables: one model instance per callable, and
                 Triton spreads concurrent batches over them.
-            inputs: specs of the inputs, in the order clients pass them positionally.
-            outputs: specs of the outputs.
+            inputs: specs of the inputs, in the order clients pass them (unnamed: ``INPUT_1``...).
+            outputs: specs of the outputs (unnamed: ``OUTPUT_1``...).
             model_version: version number of the model. Binding a name again with another version
                 serves both (same inputs, outputs, config and number of callables); a client that
                 names no version gets the highest one that is ready.
-            config: scheduling options (batching, dynamic batcher, ...).
-            strict: check the callable's outputs against ``outputs`` (names, dtypes).
+            config: scheduling options (default ``ModelConfig()``; copied at bind).
+            strict: fail a request whose outputs differ from ``outputs`` (docs/inference_callable.md).
             trace_config: Triton's trace settings for this model's OpenTelemetry spans in your
                 process (``["mode=opentelemetry", "opentelemetry,url=...", ...]``); by default
                 ``TritonConfig.trace_config``. See docs/tracing.md.
@@ -191,11 +194,11 @@ class Triton(ModelManagement, Serving):
                 object's ``setup_worker(worker)`` method runs in each before it is ready.
                 See docs/workers.md.
             worker_options: how the worker processes start (:class:`WorkerOptions`: start method,
-                devices, setup timeout, restarts).
+                devices, setup timeout, restarts); only with ``workers`` > 1.
 
         Raises:
-            PyTritonValidationError: a bad name, tensor spec or callable, or a version whose
-                configuration differs from the versions bound already.
+            PyTritonValidationError: a bad name, tensor spec or callable (or a list with ``workers``
+                > 1), or a version whose configuration differs from the versions bound already.
             PyTritonInvalidOperationError: this name and version are bound already, the name is a
                 model of the model repository, or the server stopped.
             PyTritonServerError: bound after ``run()`` and the server failed to load it.
@@ -280,7 +283,7 @@ class Triton(ModelManagement, Serving):
                 raise PyTritonInvalidOperationError("this Triton was stopped; create a new one")
             self._run = ServerRun(
                 self._config, self._security_config, self._bindings, self._workspace_path, self._console,
-                on_unrecoverable=self._on_unrecoverable, on_server_exit=self._on_server_exit,
+                on_unrecoverable=self._on_unrecoverable, on_given_up=self._on_given_up,
             )
             try:
                 self._run.start(load_polled=self._load_polled, unload_polled=self._unload_polled)
@@ -297,12 +300,10 @@ class Triton(ModelManagement, Serving):
         self._stops.requested.set()
         threading.Thread(target=self.stop, name="pytriton_like-stop", daemon=True).start()
 
-    def _on_server_exit(self, returncode: int) -> None:
+    def _on_given_up(self, what: str) -> None:
+        # Called by the supervisor: tritonserver or the endpoint is not started again; serve() raises.
         if self._state is TritonState.RUNNING:
-            self._server_exit = returncode
-            logger.error(
-                "tritonserver exited unexpectedly with code %s; the end of its log:\n%s", returncode, self._server.log_tail()
-            )
+            self._given_up = what
             self._stops.stop_now()
 
     def runner(
@@ -310,7 +311,8 @@ class Triton(ModelManagement, Serving):
     ) -> "TritonRunner":
         """A :class:`~pytriton_like.runner.TritonRunner` of this server (HTTP, or gRPC without HTTP).
 
-        Close it (``with triton.runner() as runner:``) before stopping the server.
+        Close it (``with triton.runner() as runner:``) before stopping the server. ``init_timeout_s``
+        and ``inference_timeout_s`` are the runner's own (default 300 s and 60 s).
         """
         from .runner import TritonRunner  # noqa: PLC0415 - serving alone need not import the client side
 
@@ -324,8 +326,8 @@ class Triton(ModelManagement, Serving):
         )
 
     def is_alive(self) -> bool:
-        """Whether the server runs and the workers of its bound models are alive (False once
-        tritonserver exited, which is logged at ERROR)."""
+        """Whether the server runs and the workers of its bound models are alive (False while
+        tritonserver is being started again after it died, and once it is not started again)."""
         running = self._state is TritonState.RUNNING and self._server is not None and self._server.returncode is None
         return running and all(model.is_alive() for model in self._models)
 

@@ -1,11 +1,13 @@
 """``TritonContext``: what a bound callable knows of its model, and how it calls other models.
 
 PyTriton's import path is ``pytriton.decorators.TritonContext``: :mod:`pytriton_like.decorators`
-re-exports everything here. The serving side (``models/``) attaches a context to each bound
-callable; the decorators find it through :func:`get_triton_context`. The clients a context hands
-out come from a :class:`ModelCalls` the server passes in, so this module imports nothing above
-the client layer.
+re-exports everything here. The server attaches a context to each bound callable; a callable
+decorated with ``@triton_context`` receives it, and custom decorators find it with
+:func:`get_triton_context`.
 """
+
+# The clients a context hands out come from a ModelCalls the server passes in (models/), so this
+# module imports nothing above the client layer.
 
 import dataclasses
 import inspect
@@ -34,15 +36,27 @@ __all__ = [
 
 
 class ModelCalls(Protocol):
-    """The server's clients for calling its models (``models.loopback.LoopbackClients``)."""
+    """What a server hands a :class:`TritonContext` to call its models with (``TritonContext.loopback``).
+
+    The serving side implements it; a test may pass a stand-in to ``TritonContext(loopback=...)``.
+    """
 
     def client(
         self, caller: str, model_name: str, model_version: Union[int, str, None], inference_timeout_s: Optional[float]
-    ) -> "ModelClient": ...
+    ) -> "ModelClient":
+        """A ``ModelClient`` of ``model_name`` for the callable of model ``caller``; kept for later calls.
+
+        Args:
+            caller: the name of the model whose callable asks (named in timeout messages).
+            model_name: the model to call.
+            model_version: its version; ``None`` for the latest.
+            inference_timeout_s: how long one call may take; ``None``: the server's default.
+        """
 
     def async_client(
         self, caller: str, model_name: str, model_version: Union[int, str, None], inference_timeout_s: Optional[float]
-    ) -> "AsyncioModelClient": ...
+    ) -> "AsyncioModelClient":
+        """As :meth:`client`, an ``AsyncioModelClient`` of the running event loop."""
 
 
 class ModelConfigDict(MutableMapping):
@@ -105,7 +119,14 @@ class TritonContext:
             self.model_config = next(iter(self.model_configs.values()))
 
     def config_of(self, infer_callable: Optional[Callable] = None) -> Optional[TritonModelConfig]:
-        """The config of ``infer_callable`` in ``model_configs``, else ``model_config`` (or the only entry)."""
+        """The config of ``infer_callable`` in ``model_configs``, else ``model_config`` (or the only entry).
+
+        Args:
+            infer_callable: the callable (or a decorator of its stack) whose config to find.
+
+        Returns:
+            The model config, or ``None`` when the context holds none that fits.
+        """
         if infer_callable is not None and self.model_configs:
             try:
                 return self.model_configs[infer_callable]
@@ -156,6 +177,12 @@ class TritonContext:
 
         As :meth:`client`, but its calls are awaited and never block the event loop. It belongs
         to the running event loop (one per model instance), so the server keeps one per loop.
+
+        Args:
+            model_name: the model to call.
+            model_version: its version; ``None`` for the latest.
+            inference_timeout_s: how long one call may take (default 30 s); also bounds the
+                wait for the model to be ready.
 
         Raises:
             PyTritonInvalidOperationError: no server, the server is stopping, or no running event loop.
@@ -212,6 +239,10 @@ def get_triton_context(wrapped: Callable, instance: Any = None) -> TritonContext
 
     For custom decorators: pass the ``wrapped`` and ``instance`` your wrapt wrapper receives.
 
+    Args:
+        wrapped: the callable (or a decorator of its stack) whose context to find.
+        instance: the object ``wrapped`` is a method of, if any.
+
     Raises:
         PyTritonValidationError: no context is attached (the callable was never bound).
     """
@@ -228,6 +259,10 @@ def get_triton_context(wrapped: Callable, instance: Any = None) -> TritonContext
 
 def get_model_config(wrapped: Callable, instance: Any = None) -> TritonModelConfig:
     """Returns the model config attached to the stack ``wrapped`` belongs to (see :func:`get_triton_context`).
+
+    Args:
+        wrapped: the callable (or a decorator of its stack) whose model config to find.
+        instance: the object ``wrapped`` is a method of, if any.
 
     Raises:
         PyTritonValidationError: no context is attached, or it holds no config for ``wrapped``.
@@ -272,6 +307,12 @@ def convert_output(
     A dict is returned as is; a list or tuple is matched, in order, with the model's outputs
     (from ``model_config``, else from the context attached to ``wrapped``).
 
+    Args:
+        outputs: what the callable returned.
+        wrapped: the callable, to find its model config when ``model_config`` is not given.
+        instance: the object ``wrapped`` is a method of, if any.
+        model_config: the model config whose outputs name a list's items.
+
     Raises:
         PyTritonValidationError: a list of the wrong length, or a type that is neither.
     """
@@ -295,6 +336,9 @@ def convert_output(
 
 def get_inference_request_batch_size(inference_request: Mapping[str, np.ndarray]) -> int:
     """Returns the batch size of a request: axis 0 of its first input.
+
+    Args:
+        inference_request: input names to arrays (a :class:`~pytriton_like.proxy.types.Request` or a dict).
 
     Raises:
         PyTritonValidationError: the request has no inputs or its first input no axis.

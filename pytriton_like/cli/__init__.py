@@ -87,7 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code (what ``pytriton_like`` and ``python -m pytriton_like`` run).
+
+    Args:
+        argv: the arguments after the program's name (default: ``sys.argv[1:]``).
+
+    Example:
+        >>> main(["check", "--skip-serving"])                                # doctest: +SKIP
+        0
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -52,16 +52,44 @@ class AsyncioModelClient(BaseModelClient, AsyncioServerClient):
         return self._core.model_config
 
     async def wait_for_model(self, timeout_s: float) -> None:
-        """Waits for the server and the model to be ready (see ``ModelClient.wait_for_model``)."""
+        """Waits for the server and the model to be ready (see ``ModelClient.wait_for_model``).
+
+        Args:
+            timeout_s: how long to wait.
+
+        Raises:
+            PyTritonClientTimeoutError: the server or model was not ready in time.
+            PyTritonClientModelUnavailableError: the server was ready but did not have the model.
+            PyTritonClientClosedError: the client is (or got) closed.
+        """
         self._core.check_open()
         await self._wait(self._core.waiter(timeout_s, asyncio_words=True), check_model=True)
 
     async def load_model(self, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None) -> None:
-        """Asks the server to load (or reload) the model (see ``ModelClient.load_model``)."""
+        """Asks the server to load (or reload) the model; needs a server in explicit model-control mode.
+
+        Args:
+            config: JSON model configuration to load the model with, instead of the repository's.
+            files: ``{"file:<path>": content}`` forming the model directory (needs ``config``).
+
+        Raises:
+            PyTritonClientInferenceServerError: the server refused or failed to load the model.
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+        """
         await self._repository_call("load", "load_model", self._core.load_call(config, files))
 
     async def unload_model(self, *, unload_dependents: bool = False) -> None:
-        """Asks the server to unload the model, and its dependents if asked (see ``ModelClient.unload_model``)."""
+        """Asks the server to unload the model; needs a server in explicit model-control mode.
+
+        Args:
+            unload_dependents: also unload the models Triton loaded for this one (the composing
+                models of an ensemble, unless they were loaded by name).
+
+        Raises:
+            PyTritonClientValueError: ``unload_dependents`` is not a bool.
+            PyTritonClientInferenceServerError: the server refused to unload the model.
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+        """
         await self._repository_call("unload", "unload_model", self._core.unload_call(unload_dependents))
 
     async def is_model_ready(self) -> bool:
@@ -88,7 +116,29 @@ class AsyncioModelClient(BaseModelClient, AsyncioServerClient):
         sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
-        """Runs inference on one sample (see ``ModelClient.infer_sample``)."""
+        """Runs inference on one sample (no batch axis), as ``ModelClient.infer_sample``.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: HTTP headers / gRPC metadata (str, int or bool values).
+            sequence_id: for a stateful model (one with a sequence batcher), the correlation id
+                of the sequence the request belongs to: a positive int or a non-empty str.
+            sequence_start: the request starts the sequence.
+            sequence_end: the request ends the sequence (the model may drop its state).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+
+        Returns:
+            Output arrays by output name.
+
+        Raises:
+            PyTritonClientValueError: bad inputs, parameters, headers or sequence arguments.
+            PyTritonClientTimeoutError: the model was not ready in ``init_timeout_s`` or the
+                request took longer than ``inference_timeout_s``.
+            PyTritonClientModelUnavailableError: the server does not have the model or cannot be reached.
+            PyTritonClientInferenceServerError: the server or the model failed the request.
+            PyTritonClientClosedError: the client is (or got) closed.
+        """
         self._core.check_open()  # before the input checks, as PyTriton
         call = self._call_args(inputs, named_inputs, parameters, headers, True, sequence_id, sequence_start, sequence_end)
         return await self._infer(call)
@@ -103,7 +153,30 @@ class AsyncioModelClient(BaseModelClient, AsyncioServerClient):
         sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> Dict[str, np.ndarray]:
-        """Runs inference on a batch (see ``ModelClient.infer_batch``)."""
+        """Runs inference on a batch (first axis of every input), as ``ModelClient.infer_batch``.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: HTTP headers / gRPC metadata (str, int or bool values).
+            sequence_id: for a stateful model (one with a sequence batcher), the correlation id
+                of the sequence the request belongs to: a positive int or a non-empty str.
+            sequence_start: the request starts the sequence.
+            sequence_end: the request ends the sequence (the model may drop its state).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+
+        Returns:
+            Output arrays by output name, batch axis first.
+
+        Raises:
+            PyTritonClientValueError: bad inputs, parameters, headers or sequence arguments.
+            PyTritonClientTimeoutError: the model was not ready in ``init_timeout_s`` or the
+                request took longer than ``inference_timeout_s``.
+            PyTritonClientModelUnavailableError: the server does not have the model or cannot be reached.
+            PyTritonClientInferenceServerError: the server or the model failed the request.
+            PyTritonClientClosedError: the client is (or got) closed.
+            PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
+        """
         self._core.check_open()  # before the input checks, as PyTriton
         call = self._call_args(inputs, named_inputs, parameters, headers, False, sequence_id, sequence_start, sequence_end)
         return await self._infer(call)
@@ -127,7 +200,11 @@ class AsyncioModelClient(BaseModelClient, AsyncioServerClient):
         await self.close()
 
     async def send(self, call: CallArgs) -> Tuple[InferRequest, Any]:
-        """Sends one checked call; returns its request and tritonclient's result (see ``ModelClient.send``)."""
+        """Sends one checked call; returns its request and tritonclient's result (see ``ModelClient.send``).
+
+        Args:
+            call: the checked arguments of one ``infer_sample`` or ``infer_batch`` call.
+        """
         self._core.check_open()
         await self._ensure_ready()
         request = self._core.prepare(call)

@@ -39,6 +39,24 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
     response, and any number of requests may stream at once. Use the client within one
     event loop.
 
+    Args:
+        url: gRPC server url, ``grpc://host[:port]`` (default port 8001).
+        model_name: name of the model.
+        model_version: version of the model; ``None`` for the latest.
+        lazy_init: wait for the model and read its config at the first request instead of in
+            ``async with``.
+        init_timeout_s: how long to wait for the server and model to be ready (default 300 s).
+        inference_timeout_s: how long to wait for each next response (default 60 s); when it
+            expires the iterator raises ``PyTritonClientTimeoutError`` and the stream is cancelled.
+        model_config: the model configuration, if known; then it is not read from the server.
+        ensure_model_is_ready: with ``model_config`` given, still wait for the model before
+            the first request.
+        access_token: token for Triton's restricted endpoints (``None``: found on this host, docs/security.md).
+
+    Raises:
+        PyTritonClientInvalidUrlError: the url cannot be parsed (an ``http://`` url: at the first request).
+        PyTritonClientValueError: a bad model name, version or timeout.
+
     Example:
         >>> async with AsyncioDecoupledModelClient("grpc://localhost", "Tokens") as client:  # doctest: +SKIP
         ...     async for response in client.infer_sample(np.array([b"Hello"])):
@@ -80,8 +98,26 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         """Streams the responses to one sample (no batch axis): ``async for response in client.infer_sample(x)``.
 
         The arguments are checked now; the client waits for the model and sends the request
-        when the iteration starts. Arguments, responses and errors are those of
-        :meth:`DecoupledModelClient.infer_sample <pytriton_like.client.decoupled.DecoupledModelClient.infer_sample>`.
+        when the iteration starts. Responses and errors are those of
+        :meth:`DecoupledModelClient.infer_sample <pytriton_like.client.DecoupledModelClient.infer_sample>`,
+        but each response is awaited at most ``inference_timeout_s``, and leaving the iteration
+        early (``break``, ``aclose()``, dropping it) cancels the rest of the stream.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: gRPC metadata of the request's stream (str, int or bool values).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+
+        Returns:
+            An async iterator of dicts of output arrays by output name, one per response.
+
+        Raises:
+            PyTritonClientValueError: bad inputs, parameters or headers (when called).
+            PyTritonClientTimeoutError: from the iterator: the model was not ready in
+                ``init_timeout_s``, or a response did not come within ``inference_timeout_s``.
+            PyTritonClientInferenceServerError: from the iterator: the model is not decoupled, or
+                the server or the model failed the request.
         """
         return self.stream(CallArgs(inputs, named_inputs, parameters, headers, sample=True))
 
@@ -94,6 +130,15 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
     ) -> AsyncIterator[Dict[str, np.ndarray]]:
         """Streams the responses to a batch (first axis of every input); see :meth:`infer_sample`.
 
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: gRPC metadata of the request's stream (str, int or bool values).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+
+        Returns:
+            An async iterator of dicts of output arrays by output name, one per response.
+
         Raises:
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
         """
@@ -104,7 +149,11 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         return self
 
     async def stream(self, call: CallArgs) -> AsyncIterator[Dict[str, np.ndarray]]:
-        """The async iterator of the responses to one checked call (see ``DecoupledModelClient.stream``)."""
+        """The async iterator of the responses to one checked call (see ``DecoupledModelClient.stream``).
+
+        Args:
+            call: the checked arguments of one ``infer_sample`` or ``infer_batch`` call.
+        """
         core = self._core
         streaming_url(core.url.with_scheme, type(self).__name__)
         core.check_open()

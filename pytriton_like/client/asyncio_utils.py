@@ -41,7 +41,13 @@ _NOT_UP = (InferenceServerException, aiohttp.ClientConnectorError, RuntimeError,
 
 
 async def asyncio_get_model_state(client: AsyncClient, model_name: str, model_version: Optional[str] = None) -> ModelState:
-    """The state of a model version in the repository index (UNAVAILABLE when it is not there)."""
+    """The state of a model version in the repository index (UNAVAILABLE when it is not there).
+
+    Args:
+        client: a tritonclient asyncio HTTP or gRPC client.
+        model_name: the model.
+        model_version: its version; ``None``: the highest one.
+    """
     index = await client.get_model_repository_index()
     states = parse_http_response(index) if isinstance(index, list) else parse_grpc_response(index.models)
     return latest_state(states, model_name, model_version)
@@ -54,6 +60,12 @@ async def asyncio_get_model_config(
     timeout_s: float = _DEFAULT_WAIT_FOR_MODEL_TIMEOUT_S,
 ) -> TritonModelConfig:
     """Waits for the model to be ready, then reads its configuration, all within ``timeout_s``.
+
+    Args:
+        client: a tritonclient asyncio HTTP or gRPC client.
+        model_name: the model.
+        model_version: its version; ``None``: the latest.
+        timeout_s: how long it all may take (default 60 s).
 
     Raises:
         PyTritonClientTimeoutError: not ready, or no configuration, in time.
@@ -80,6 +92,10 @@ async def asyncio_get_model_config(
 async def asyncio_wait_for_server_ready(asyncio_client: AsyncClient, sleep_time_s: float) -> None:
     """Polls every ``sleep_time_s`` until the server is ready and live (bound it with ``asyncio.wait_for``).
 
+    Args:
+        asyncio_client: a tritonclient asyncio HTTP or gRPC client.
+        sleep_time_s: seconds between two polls.
+
     Raises:
         PyTritonClientTimeoutError: an enclosing ``asyncio.wait_for`` timed out.
     """
@@ -98,7 +114,17 @@ async def asyncio_wait_for_server_ready(asyncio_client: AsyncClient, sleep_time_
 async def asyncio_wait_for_model_status_loaded(
     asyncio_client: AsyncClient, model_name: str, sleep_time_s: float, model_version: Optional[str] = None
 ) -> None:
-    """Polls every ``sleep_time_s`` until the model is ready (bound it with ``asyncio.wait_for``)."""
+    """Polls every ``sleep_time_s`` until the model is ready (bound it with ``asyncio.wait_for``).
+
+    Args:
+        asyncio_client: a tritonclient asyncio HTTP or gRPC client.
+        model_name: the model.
+        sleep_time_s: seconds between two polls.
+        model_version: its version; ``None``: the latest.
+
+    Raises:
+        PyTritonClientTimeoutError: an enclosing ``asyncio.wait_for`` timed out.
+    """
     version = model_version or ""
     try:
         while not await asyncio_client.is_model_ready(model_name, version):
@@ -116,6 +142,12 @@ async def asyncio_wait_for_model_ready(
     timeout_s: float = _DEFAULT_WAIT_FOR_MODEL_TIMEOUT_S,
 ) -> None:
     """Waits for the server and then the model (``model_version``, default its latest), within ``timeout_s``.
+
+    Args:
+        asyncio_client: a tritonclient asyncio HTTP or gRPC client.
+        model_name: the model.
+        model_version: its version; ``None``: the latest.
+        timeout_s: for both together (default 60 s); they are polled ten times in that time.
 
     Raises:
         PyTritonClientTimeoutError: either was not ready in time.

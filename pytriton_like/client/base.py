@@ -127,6 +127,9 @@ class BaseModelClient(ModelIdentity, BaseClient):
         """A new client of the same model, url, timeouts and token; it reuses the model config read already.
 
         The new client has its own connections and is closed separately.
+
+        Args:
+            existing_client: the client to copy.
         """
         return cls(**existing_client._core.clone_kwargs())  # noqa: SLF001 - a client of this base
 

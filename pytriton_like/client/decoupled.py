@@ -225,10 +225,26 @@ class DecoupledModelClient(ModelClient):
     ) -> Iterator[Dict[str, np.ndarray]]:
         """Sends a batch (first axis of every input) and returns an iterator over its responses.
 
-        Args and errors are those of :meth:`infer_sample`, and:
+        As :meth:`infer_sample`, with the batch axis kept in every response.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: gRPC metadata of the request's stream (str, int or bool values).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+
+        Returns:
+            An iterator of dicts of output arrays by output name, one per response.
 
         Raises:
+            PyTritonClientValueError: bad inputs, parameters or headers.
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
+            PyTritonClientTimeoutError: the model was not ready in ``init_timeout_s``.
+            PyTritonClientModelUnavailableError: the server does not have the model or cannot be reached.
+            PyTritonClientInferenceServerError: the model is not decoupled; the client's previous
+                request is still in progress; or, from the iterator, the server or the model
+                failed the request.
+            PyTritonClientClosedError: the client is (or got) closed.
         """
         return self._infer_one(CallArgs(inputs, named_inputs, parameters, headers, sample=False))
 
@@ -247,6 +263,9 @@ class DecoupledModelClient(ModelClient):
         unlike :meth:`infer_sample` and :meth:`infer_batch`, several calls may stream at once,
         ``inference_timeout_s`` bounds the wait for each response, and dropping the iterator
         unfinished cancels the request.
+
+        Args:
+            call: the checked arguments of one ``infer_sample`` or ``infer_batch`` call.
         """
         return self._send(call, self._core.inference_timeout_s, cancel_if_dropped=True)
 

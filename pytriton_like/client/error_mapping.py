@@ -9,6 +9,7 @@ what came                                                   what is raised
 socket / asyncio timeout, gRPC ``DEADLINE_EXCEEDED``        PyTritonClientTimeoutError
 HTTP 404, gRPC ``NOT_FOUND`` (unknown model or version)     PyTritonClientModelNotFoundError (an unavailable model, and a server error)
 HTTP 503, gRPC ``UNAVAILABLE``, refused/reset connections,  PyTritonClientModelUnavailableError
+a connection the server closed mid-answer (it died),
 unresolvable host, aiohttp connection errors
 any other status the server answered with                   PyTritonClientInferenceServerError
 tritonclient errors without a status (raised client-side)   PyTritonClientError
@@ -25,6 +26,7 @@ kept) and everything else as :func:`translate_error` does.
 import asyncio
 import contextlib
 import dataclasses
+import http.client
 import socket
 import sys
 from typing import Iterator, Optional, Tuple
@@ -42,7 +44,8 @@ from .exceptions import (
 __all__ = ["ErrorContext", "mapped_errors", "translate_error", "translate_stream_error", "map_errors"]
 
 # What map_errors catches (mapped_errors()); anything else (e.g. a bug of ours) propagates untouched.
-_ALWAYS_MAPPED = (InferenceServerException, OSError, asyncio.TimeoutError)
+# http.client.HTTPException: geventhttpclient's HTTPConnectionClosed when the server went away mid-answer.
+_ALWAYS_MAPPED = (InferenceServerException, OSError, asyncio.TimeoutError, http.client.HTTPException)
 
 
 def _loaded_type(module: str, name: str) -> Optional[type]:
@@ -117,7 +120,7 @@ def translate_error(exc: BaseException, context: ErrorContext) -> PyTritonClient
     if isinstance(exc, (socket.timeout, TimeoutError, asyncio.TimeoutError)):
         return _timeout(context, str(exc) or type(exc).__name__)
     client_error = _loaded_type("aiohttp", "ClientError")
-    if isinstance(exc, OSError) or (client_error is not None and isinstance(exc, client_error)):
+    if isinstance(exc, (OSError, http.client.HTTPException)) or (client_error is not None and isinstance(exc, client_error)):
         return PyTritonClientModelUnavailableError(
             f"{context.describe()} failed: cannot reach the server: {type(exc).__name__}: {exc}",
             **context.attributes(),

@@ -82,6 +82,11 @@ class PyTritonClientInvalidUrlError(PyTritonClientValueError):
 class PyTritonClientTimeoutError(PyTritonClientError):
     """The server or model was not ready in time, or an inference took too long.
 
+    Args:
+        message: what timed out.
+        timeout_s: the timeout that expired, in seconds.
+        **context (str | None): ``model_name``, ``model_version`` and ``url``, as :class:`PyTritonClientError` takes them.
+
     Attributes:
         timeout_s: the timeout that expired, in seconds, when known.
     """
@@ -115,6 +120,11 @@ class PyTritonClientModelDoesntSupportBatchingError(PyTritonClientError):
 
 class PyTritonClientInferenceServerError(PyTritonClientError):
     """The server refused or failed an inference request; the message is the server's.
+
+    Args:
+        message: the server's message (for a bound callable that raised, its exception's type and text).
+        status: the status the server answered with.
+        **context (str | None): ``model_name``, ``model_version`` and ``url``, as :class:`PyTritonClientError` takes them.
 
     Attributes:
         status: the status the server answered with (HTTP code such as ``"500"`` or gRPC

@@ -98,6 +98,9 @@ class FuturesModelClient(ModelIdentity):
         """A future that resolves to ``None`` once the server and model are ready.
 
         See :meth:`ModelClient.wait_for_model`; its errors are raised by ``Future.result()``.
+
+        Args:
+            timeout_s: how long to wait.
         """
         return self._submit(self._client.wait_for_model, timeout_s)
 
@@ -108,11 +111,20 @@ class FuturesModelClient(ModelIdentity):
     def load_model(
         self, config: Optional[str] = None, files: Optional[Dict[str, bytes]] = None
     ) -> "concurrent.futures.Future[None]":
-        """A future of ``ModelClient.load_model(...)``: the server loads (or reloads) the model."""
+        """A future of ``ModelClient.load_model(...)``: the server loads (or reloads) the model.
+
+        Args:
+            config: JSON model configuration to load the model with, instead of the repository's.
+            files: ``{"file:<path>": content}`` forming the model directory (needs ``config``).
+        """
         return self._submit(self._client.load_model, config=config, files=files)
 
     def unload_model(self, *, unload_dependents: bool = False) -> "concurrent.futures.Future[None]":
-        """A future of ``ModelClient.unload_model(...)``: the server unloads the model (and its dependents if asked)."""
+        """A future of ``ModelClient.unload_model(...)``: the server unloads the model (and its dependents if asked).
+
+        Args:
+            unload_dependents: also unload the models Triton loaded for this one.
+        """
         return self._submit(self._client.unload_model, unload_dependents=unload_dependents)
 
     def get_model_repository_index(self) -> "concurrent.futures.Future[List[Dict[str, Any]]]":
@@ -128,7 +140,11 @@ class FuturesModelClient(ModelIdentity):
         return self._submit(self._client.get_model_config)
 
     def get_inference_statistics(self, *, all_models: bool = False) -> "concurrent.futures.Future[Dict[str, Any]]":
-        """A future of ``ModelClient.get_inference_statistics(...)``: of the model, or of every model."""
+        """A future of ``ModelClient.get_inference_statistics(...)``: of the model, or of every model.
+
+        Args:
+            all_models: the statistics of every model the server has loaded instead.
+        """
         return self._submit(self._client.get_inference_statistics, all_models=all_models)
 
     def infer_sample(
@@ -141,7 +157,17 @@ class FuturesModelClient(ModelIdentity):
         sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> "concurrent.futures.Future[dict]":
-        """A future of ``ModelClient.infer_sample(...)``; errors are raised by ``Future.result()``.
+        """A future of ``ModelClient.infer_sample(...)`` on one sample (no batch axis); its errors are raised by ``Future.result()``.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: HTTP headers / gRPC metadata (str, int or bool values).
+            sequence_id: for a stateful model (one with a sequence batcher), the correlation id
+                of the sequence the request belongs to: a positive int or a non-empty str.
+            sequence_start: the request starts the sequence.
+            sequence_end: the request ends the sequence (the model may drop its state).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
 
         Raises:
             PyTritonClientClosedError: the client is closed.
@@ -166,7 +192,17 @@ class FuturesModelClient(ModelIdentity):
         sequence_end: bool = False,
         **named_inputs: np.ndarray,
     ) -> "concurrent.futures.Future[dict]":
-        """A future of ``ModelClient.infer_batch(...)``; errors are raised by ``Future.result()``.
+        """A future of ``ModelClient.infer_batch(...)`` on a batch (first axis of every input); its errors are raised by ``Future.result()``.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: HTTP headers / gRPC metadata (str, int or bool values).
+            sequence_id: for a stateful model (one with a sequence batcher), the correlation id
+                of the sequence the request belongs to: a positive int or a non-empty str.
+            sequence_start: the request starts the sequence.
+            sequence_end: the request ends the sequence (the model may drop its state).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
 
         Raises:
             PyTritonClientClosedError: the client is closed.

@@ -34,6 +34,9 @@ class ServerClient(BaseClient):
     def wait_for_server(self, timeout_s: float) -> None:
         """Waits for the server to be ready.
 
+        Args:
+            timeout_s: how long to wait.
+
         Raises:
             PyTritonClientTimeoutError: the server was not ready in time.
             PyTritonClientClosedError: the client is (or got) closed.
@@ -159,7 +162,15 @@ class AsyncioServerClient(BaseClient):
     _CONNECTIONS = AsyncConnections
 
     async def wait_for_server(self, timeout_s: float) -> None:
-        """Waits for the server to be ready (see ``ServerClient.wait_for_server``)."""
+        """Waits for the server to be ready (see ``ServerClient.wait_for_server``).
+
+        Args:
+            timeout_s: how long to wait.
+
+        Raises:
+            PyTritonClientTimeoutError: the server was not ready in time.
+            PyTritonClientClosedError: the client is (or got) closed.
+        """
         self._core.check_open()
         await self._wait(self._core.waiter(timeout_s, asyncio_words=True), check_model=False)
 
@@ -172,7 +183,11 @@ class AsyncioServerClient(BaseClient):
         return self._core.raw_index(response)
 
     async def get_inference_statistics(self, *, all_models: bool = False) -> Dict[str, Any]:
-        """Triton's inference statistics of the model or of all (see ``ServerClient.get_inference_statistics``)."""
+        """Triton's inference statistics of the model or of all (see ``ServerClient.get_inference_statistics``).
+
+        Args:
+            all_models: the statistics of every model the server has loaded instead.
+        """
         timeout_s = self._core.control_timeout_s()
         kwargs = self._core.statistics_call(all_models, timeout_s)
         client = self._connections.get(CONTROL)
@@ -180,7 +195,12 @@ class AsyncioServerClient(BaseClient):
         return self._core.raw_statistics(response)
 
     async def call_server(self, call: str, /, **arguments: Any) -> Any:
-        """A server-wide call of tritonclient's API (see ``ServerClient.call_server``)."""
+        """A server-wide call of tritonclient's API (see ``ServerClient.call_server``).
+
+        Args:
+            call: the call, e.g. ``get_server_metadata``, ``get_log_settings``.
+            **arguments: tritonclient's keyword arguments of that call.
+        """
         self._core.check_open()
         server_call = self._core.server_call(call, arguments)
         client = self._connections.get(CONTROL)

@@ -212,10 +212,37 @@ class ModelClient(BaseModelClient, ServerClient):
     ) -> Dict[str, np.ndarray]:
         """Runs inference on a batch (first axis of every input).
 
-        Args and errors are those of :meth:`infer_sample`, and:
+        The arrays are sent as they are; a batch larger than the model's ``max_batch_size`` is
+        refused before it is sent.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: HTTP headers / gRPC metadata (str, int or bool values).
+            sequence_id: for a stateful model (one with a sequence batcher), the correlation id
+                of the sequence the request belongs to: a positive int or a non-empty str.
+            sequence_start: the request starts the sequence.
+            sequence_end: the request ends the sequence (the model may drop its state).
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+
+        Returns:
+            Output arrays by output name, batch axis first.
 
         Raises:
+            PyTritonClientValueError: bad inputs, parameters, headers or sequence arguments, or a
+                batch larger than the model's ``max_batch_size``.
             PyTritonClientModelDoesntSupportBatchingError: the model does not batch.
+            PyTritonClientTimeoutError: the model was not ready in ``init_timeout_s`` or the
+                request took longer than ``inference_timeout_s``.
+            PyTritonClientModelUnavailableError: the server does not have the model or cannot be reached.
+            PyTritonClientInferenceServerError: the server or the model failed the request.
+            PyTritonClientClosedError: the client is (or got) closed.
+
+        Example:
+            >>> with ModelClient("localhost", "AddSub") as client:            # doctest: +SKIP
+            ...     result = client.infer_batch(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
+            >>> result["add"].shape                                          # doctest: +SKIP
+            (2, 3)
         """
         self._core.check_open()  # before the input checks, as PyTriton
         call = self._call_args(inputs, named_inputs, parameters, headers, False, sequence_id, sequence_start, sequence_end)
@@ -237,6 +264,9 @@ class ModelClient(BaseModelClient, ServerClient):
 
         The building block of :mod:`pytriton_like.runner`, which keeps the whole result;
         :meth:`infer_sample` and :meth:`infer_batch` are the calls for users.
+
+        Args:
+            call: the checked arguments of one ``infer_sample`` or ``infer_batch`` call.
         """
         self._core.check_open()
         self._ensure_ready()

@@ -26,6 +26,11 @@ _DEFAULT_PORTS = {Protocol.HTTP: DEFAULT_HTTP_PORT, Protocol.GRPC: DEFAULT_GRPC_
 class TritonUrl:
     """A parsed server url: protocol, host and port.
 
+    Attributes:
+        protocol: HTTP or gRPC.
+        hostname: the host (an IPv6 address without its brackets).
+        port: the port.
+
     Examples:
         >>> TritonUrl.from_url("localhost").with_scheme
         'http://localhost:8000'

@@ -52,17 +52,26 @@ _DEFAULT_WAIT_FOR_MODEL_TIMEOUT_S = 300.0
 _POLL_S = 1.0
 
 LATEST_MODEL_VERSION = "<latest>"
+"""How messages name the version of a model asked for without one (Triton then picks the highest ready)."""
 
 SyncClient = Union[tritonclient.grpc.InferenceServerClient, tritonclient.http.InferenceServerClient]
 
 
 def parse_http_response(models) -> Dict[Tuple[str, str], ModelState]:
-    """States by ``(name, version)`` from an HTTP repository index (entries without a version are left out)."""
+    """States by ``(name, version)`` from an HTTP repository index (entries without a version are left out).
+
+    Args:
+        models (list): the index as ``tritonclient.http``'s ``get_model_repository_index()`` returns it.
+    """
     return _states((entry.get("name"), entry.get("version"), entry.get("state")) for entry in models)
 
 
 def parse_grpc_response(models) -> Dict[Tuple[str, str], ModelState]:
-    """States by ``(name, version)`` from the ``models`` of a gRPC repository index."""
+    """States by ``(name, version)`` from the ``models`` of a gRPC repository index.
+
+    Args:
+        models (Sequence): the ``models`` field of ``tritonclient.grpc``'s ``get_model_repository_index()`` answer.
+    """
     return _states((entry.name, entry.version, entry.state) for entry in models)
 
 
@@ -104,6 +113,13 @@ def get_model_config(
 ) -> TritonModelConfig:
     """Waits for the model to be ready (``timeout_s``, default 300 s), then reads its configuration.
 
+    Args:
+        client: a tritonclient HTTP or gRPC client.
+        model_name: the model.
+        model_version: its version; ``None``: the latest.
+        timeout_s: how long to wait for the server and the model (default 300 s).
+        headers: sent with the requests (the access token of a restricted server).
+
     Raises:
         PyTritonClientTimeoutError: the server or model was not ready in time.
     """
@@ -142,6 +158,11 @@ def _server_ready(client: SyncClient, headers: Optional[dict]) -> bool:
 def wait_for_server_ready(client: SyncClient, timeout_s: Optional[float] = None, headers: Optional[dict] = None) -> None:
     """Waits until the server is ready and live (``timeout_s``, default 60 s).
 
+    Args:
+        client: a tritonclient HTTP or gRPC client.
+        timeout_s: how long to wait (default 60 s).
+        headers: sent with the requests.
+
     Raises:
         PyTritonClientTimeoutError: it was not ready in time.
     """
@@ -164,10 +185,18 @@ def wait_for_model_ready(
     """Waits until the server and the model (``model_version``, default its latest) are ready.
 
     Args:
+        client: a tritonclient HTTP or gRPC client.
+        model_name: the model.
+        model_version: its version; ``None``: the latest.
         timeout_s: for both together; default 300 s.
+        headers: sent with the requests.
 
     Raises:
         PyTritonClientTimeoutError: either was not ready in time.
+
+    Example:
+        >>> client = create_client_from_url("grpc://localhost:8001")       # doctest: +SKIP
+        >>> wait_for_model_ready(client, "AddSub", timeout_s=60)            # doctest: +SKIP
     """
     version = model_version or ""
     timeout_s = _DEFAULT_WAIT_FOR_MODEL_TIMEOUT_S if timeout_s is None else timeout_s
@@ -188,6 +217,7 @@ def create_client_from_url(url: str, network_timeout_s: Optional[float] = None) 
     """A tritonclient client for ``url`` (``[http|grpc://]host[:port]``; HTTP and its port by default).
 
     Args:
+        url: the server, ``[http|grpc://]host[:port]``.
         network_timeout_s: the HTTP client's connection and network timeouts (tritonclient.grpc
             takes none but for inference: a ``NotSupportedTimeoutWarning`` says so).
 

@@ -1,16 +1,20 @@
 """A model served by worker processes reports not ready while none of its workers lives.
 
 tritonserver 2.51 has no call that marks a loaded model not ready, and its backend API none that
-an instance could answer. So while every worker of a model is dead (being restarted, or given
-up on) the model is unloaded, and it is loaded again once a worker is back: clients and load
-balancers see ``/v2/models/<name>/ready`` fail meanwhile, and requests fail at once with "model
-not ready" instead of waiting. Unloading waits for the batches the backend instances hold for
-their restarting workers; they are served when the workers come back.
+an instance could answer. So when every worker of a model is dead (being restarted, or given up
+on) and none is back within the supervisor's grace
+(:data:`~pytriton_like.supervisor.RESTART_GRACE_S`), the model is unloaded, and it is loaded
+again once a worker is back: clients and load balancers see ``/v2/models/<name>/ready`` fail
+meanwhile, and requests fail at once with "model not ready" instead of waiting. A worker back
+within the grace costs no unload: the backend instances hold their batches for it that long.
 """
 
 import logging
 import threading
+import time
 from typing import Callable, Optional
+
+from ..supervisor import RESTART_GRACE_S
 
 __all__ = ["Availability"]
 
@@ -24,17 +28,26 @@ class Availability:
         model_name: the model, for the log.
         load: loads the model (its repository entry is in place); raises on failure.
         unload: unloads every version of the model; raises on failure.
+        grace_s: how long a wish to unload waits for a wish to load before it is acted on.
     """
 
-    def __init__(self, model_name: str, load: Callable[[], None], unload: Callable[[], None]):
+    def __init__(
+        self, model_name: str, load: Callable[[], None], unload: Callable[[], None], grace_s: float = RESTART_GRACE_S
+    ):
         self._name = model_name
         self._load, self._unload = load, unload
+        self._grace_s = grace_s
         self._changed = threading.Condition()
         self._wanted: Optional[bool] = None  # None: nothing to do
         self._loaded = True
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"pytriton_like-availability-{model_name}", daemon=True)
         self._thread.start()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is loaded as far as this knows (a restarted server loads only those)."""
+        return self._loaded
 
     def set(self, available: bool) -> None:
         """Ask for the model loaded (``True``) or unloaded; returns at once."""
@@ -49,14 +62,28 @@ class Availability:
             self._changed.notify()
         self._thread.join()
 
-    def _run(self) -> None:
-        while True:
-            with self._changed:
+    def _next_wish(self) -> Optional[bool]:
+        """The next wish to act on (None: closed); an unload only once the grace passed without a load."""
+        with self._changed:
+            while True:
                 while self._wanted is None and not self._closed:
                     self._changed.wait()
                 if self._closed:
-                    return
+                    return None
                 wanted, self._wanted = self._wanted, None
+                if wanted or not self._loaded:
+                    return wanted
+                deadline = time.monotonic() + self._grace_s
+                while self._wanted is None and not self._closed and time.monotonic() < deadline:
+                    self._changed.wait(deadline - time.monotonic())
+                if self._wanted is None and not self._closed:
+                    return False
+
+    def _run(self) -> None:
+        while True:
+            wanted = self._next_wish()
+            if wanted is None:
+                return
             if wanted == self._loaded:
                 continue
             try:
@@ -64,7 +91,10 @@ class Availability:
                     self._load()
                     logger.warning("model %r is ready again: a worker process is back", self._name)
                 else:
-                    logger.warning("model %r is not ready: none of its worker processes is alive", self._name)
+                    logger.warning(
+                        "model %r is not ready: none of its worker processes is alive, and none came back within %g s",
+                        self._name, self._grace_s,
+                    )
                     self._unload()
                 self._loaded = wanted
             except Exception:  # noqa: BLE001 - logged; the next change tries again

@@ -11,6 +11,7 @@ from ..relay.settings import RelaySettings
 from ..relay.transport import UNIX_SCHEME
 from .worker_options import WorkerInfo, WorkerOptions
 from ..relay_server.strategy import RelayServer, start_model_instance
+from ..supervisor import RESTART_GRACE_S, Supervisor
 from .repository import remove_version_entry, write_version_entry
 from .warmup import warm_up
 from .worker_pool import WorkerPool
@@ -76,8 +77,10 @@ class Model:
         in_flight: int = 1,
         loopback: Optional["LoopbackClients"] = None,
         on_availability: Optional[Callable[[bool], None]] = None,
+        supervisor: Optional[Supervisor] = None,
     ) -> None:
-        """Start the workers (their sockets bound) and write the version's folder in the repository.
+        """Start the relay servers or worker processes (their sockets bound) and write the version's
+        folder in the repository.
 
         The model's config.pbtxt, shared by its versions, is written by :class:`BoundModels`.
 
@@ -90,12 +93,13 @@ class Model:
             loopback: the server's clients, handed to the callables in their ``TritonContext``.
             on_availability: told False when none of the model's worker processes lives any more,
                 True when one is back (:class:`~.availability.Availability`).
+            supervisor: starts, watches and restarts the worker processes (needed with ``workers`` > 1).
         """
         instances = self.config.instance_count
         spin_us = usable_spin_us(spin_us, instances)
         paths = [str(sockets / f"{self._tag}-{index}") for index in range(instances)]
         if self.processes:
-            self._start_processes(paths, on_unrecoverable, shm_limit, loopback, on_availability)
+            self._start_processes(paths, on_unrecoverable, shm_limit, loopback, on_availability, supervisor)
         else:
             for infer_func, path in zip(self._infer_funcs, paths):
                 self._servers.append(
@@ -121,7 +125,8 @@ class Model:
             in_flight=in_flight,
             outputs=len(self.config.outputs),
             handshake_timeout_ms=_HANDSHAKE_TIMEOUT_S * 1000,
-            revive_ms=self._revive_ms(),
+            worker_processes=self.processes,
+            restart_wait_ms=int(RESTART_GRACE_S * 1000) if self.processes else 0,
         )
         write_version_entry(repository, self.config, settings)
         if self.config.model_warmup and not self.processes:  # before Triton loads it, as PyTriton
@@ -134,8 +139,11 @@ class Model:
         shm_limit: Optional[int],
         loopback: Optional["LoopbackClients"],
         on_availability: Optional[Callable[[bool], None]],
+        supervisor: Optional[Supervisor],
     ) -> None:
         """Start the worker processes (one per instance) and wait until each listens."""
+        if supervisor is None:
+            raise ValueError(f"model {self.name!r}: worker processes need a supervisor")
         options = self._worker_options
         infer_func = self._infer_funcs[0] if options.start_method == "fork" else portable(self._infer_funcs[0])
         specs = [
@@ -153,14 +161,8 @@ class Model:
             )
             for index, path in enumerate(paths)
         ]
-        self._pool = WorkerPool(specs, options, on_unrecoverable, on_availability)
+        self._pool = WorkerPool(specs, options, supervisor, on_unrecoverable, on_availability)
         self._pool.start()
-
-    def _revive_ms(self) -> int:
-        """How long an instance whose worker process died waits for the restarted one (0: threads)."""
-        if not self.processes:
-            return 0
-        return int((self._worker_options.setup_timeout_s + WorkerPool.MAX_BACKOFF_S) * 1000)
 
     @property
     def version(self) -> int:

@@ -24,7 +24,7 @@ from ..model_config.parser import CONFIG_FILE_NAME, parse_config_text
 from .folder_names import IGNORED, model_names
 from .python_models import check_stub_numpy
 
-__all__ = ["S3_PREFIX", "S3Location", "S3ModelRepository", "is_s3_url"]
+__all__ = ["S3_PREFIX", "S3Location", "S3ModelRepository", "is_s3_url", "name_remote_repository"]
 
 logger = logging.getLogger(__name__)
 
@@ -166,3 +166,12 @@ def _reason(exc: BaseException) -> str:
         error = response["Error"]
         return f"{error.get('Code', type(exc).__name__)}: {error.get('Message') or exc}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def name_remote_repository(error: PyTritonServerError, repository) -> PyTritonServerError:
+    """A start failure of a server with an S3 repository whose log blames S3: the error names the URL."""
+    path = getattr(repository, "path", None)
+    if not (is_s3_url(path) and "S3" in str(error)):
+        return error
+    message = str(error).split(PyTritonServerError.TAIL_HEADER, 1)[0]
+    return PyTritonServerError(f"tritonserver could not read model repository {path}: {message}", log_tail=error.log_tail)

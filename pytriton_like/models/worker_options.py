@@ -30,8 +30,10 @@ class WorkerOptions:
             its ``CUDA_VISIBLE_DEVICES`` and as ``WorkerInfo.device``. Empty: the environment as is.
         setup_timeout_s: how long a worker may take to start (imports, ``setup_worker``) before
             the start fails with a message naming it.
-        max_restarts: how many times, in all, the model's workers are started again after one
-            died; past that a dead worker stays dead.
+        max_restarts: how many times each worker is started again after it died, within
+            ``restart_window_s``; one death more and that worker stays dead (the model serves with
+            the others; with none, it reports not ready).
+        restart_window_s: the window, in seconds, that ``max_restarts`` counts restarts in.
 
     Example:
         >>> WorkerOptions(start_method="spawn", devices=["0", "1"])  # doctest: +ELLIPSIS
@@ -42,6 +44,7 @@ class WorkerOptions:
     devices: Sequence[str] = ()
     setup_timeout_s: float = 120.0
     max_restarts: int = 5
+    restart_window_s: float = 300.0
 
     def __post_init__(self):
         if self.start_method not in START_METHODS:
@@ -57,6 +60,8 @@ class WorkerOptions:
             raise PyTritonValidationError(f"WorkerOptions.setup_timeout_s must be > 0, got {self.setup_timeout_s}")
         if self.max_restarts < 0:
             raise PyTritonValidationError(f"WorkerOptions.max_restarts must be >= 0, got {self.max_restarts}")
+        if not self.restart_window_s > 0:
+            raise PyTritonValidationError(f"WorkerOptions.restart_window_s must be > 0, got {self.restart_window_s}")
 
     def device_of(self, index: int) -> Optional[str]:
         """The device worker ``index`` gets, or None."""

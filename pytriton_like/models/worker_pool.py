@@ -1,26 +1,26 @@
-"""The worker processes of one bound model version (the parent's side): start, watch, restart, stop.
+"""The worker processes of one bound model version (the parent's side).
 
-One thread per pool starts every process and then watches them, so each worker's parent-death
-signal is tied to a thread that lives as long as the pool. A worker that dies fails only the
-batches it had (the backend answers them at once); the pool starts it again after a back-off,
-a bounded number of times, and the backend instance reconnects to it (``revive_ms``).
+Each worker process is a :class:`WorkerChild` of the run's
+:class:`~pytriton_like.supervisor.Supervisor`, which spawns it (on its own thread, which the
+process's parent-death signal is tied to), watches it, and starts it again when it dies, as
+``WorkerOptions`` bounds. A worker that dies fails only the batches it had (the backend answers
+them at once); the backend instance connects to the restarted one. While none of the model's
+workers lives for longer than the supervisor's grace, the model is unloaded (availability.py).
 """
 
 import contextlib
 import logging
 import multiprocessing
-import multiprocessing.connection
 import os
 import pickle
-import signal
 import sys
 import threading
 import time
-from concurrent.futures import Future
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 from ..exceptions import PyTritonUnrecoverableError, PyTritonValidationError
 from ..relay.transport import UNIX_SCHEME
+from ..supervisor import Child, RestartPolicy, Supervisor, describe_exit
 from .worker_options import WorkerOptions
 from .worker_process import WORKER_ENV, Cancel, Ready, SetupFailed, Stop, Unrecoverable, WorkerSpec, worker_main
 
@@ -29,125 +29,47 @@ __all__ = ["WorkerPool"]
 logger = logging.getLogger(__name__)
 
 _STOP_TIMEOUT_S = 15  # a running batch finishes first (the worker's own close waits 10 s)
-_FIRST_BACKOFF_S = 0.5
 _environ_lock = threading.Lock()  # the worker's marker is in os.environ only while one starts
 
 
-class _WorkerFailed(Exception):
+class WorkerFailed(Exception):
     """A worker did not become ready; the message names it and says why."""
 
 
-class WorkerPool:
-    """The ``len(specs)`` worker processes of one model version.
+class WorkerChild(Child):
+    """One worker process of a model, across its restarts.
 
     Args:
-        specs: one per worker, in instance order.
-        options: how they start and restart.
-        on_unrecoverable: called (on the pool's thread) when a worker's callable raised
-            PyTritonUnrecoverableError.
-        on_availability: called (on the pool's thread) with False when no worker is alive any
-            more, and with True when one is back after that.
+        pool: the model's pool, told when the worker is lost, back, or given up on.
+        spec: what the process is given.
+        busy: the flag the process sets while it handles a batch (shared memory).
     """
 
-    MAX_BACKOFF_S = 10.0  # the longest wait before a restart
-
-    def __init__(
-        self,
-        specs: Sequence[WorkerSpec],
-        options: WorkerOptions,
-        on_unrecoverable: Callable[[BaseException], None],
-        on_availability: Optional[Callable[[bool], None]] = None,
-    ):
-        if options.start_method == "fork":
-            _check_forkable(specs[0].info.model_name)
-        self._specs = list(specs)
-        self._options = options
-        self._on_unrecoverable = on_unrecoverable
-        self._on_availability = on_availability or (lambda available: None)
-        self._none_alive = False
-        self._context = multiprocessing.get_context(options.start_method)
-        self._processes: List[Optional[Any]] = [None] * len(self._specs)
-        self._conns: List[Optional[Any]] = [None] * len(self._specs)
-        self._send_lock = threading.Lock()  # cancel() sends from other threads than the pool's
-        self._ready = [False] * len(self._specs)  # said Ready: it reads its pipe (one in its setup does not)
-        # shared with each worker: whether it handles a batch (the parent's stop waits for them)
-        self._busy = [self._context.RawValue("b", 0) for _ in self._specs]
-        self._restarts = 0
-        self._stopping = threading.Event()
-        self._wake_reader, self._wake_writer = os.pipe()
-        self._started: Future = Future()
-        name = self._specs[0].info.model_name
-        self._name = name
-        self._thread = threading.Thread(target=self._run, name=f"pytriton_like-workers-{name}", daemon=True)
+    def __init__(self, pool: "WorkerPool", spec: WorkerSpec, busy: Any):
+        self.name = f"worker {spec.info.index} of model {spec.info.model_name!r}"
+        self.policy = RestartPolicy(pool.options.max_restarts, pool.options.restart_window_s)
+        self.spec = spec
+        self.process: Optional[Any] = None
+        self.serving = False  # started, and not lost since
+        self._conn: Optional[Any] = None
+        self._pool = pool
+        self._busy = busy
+        self._lock = threading.Lock()  # the process's start and end (the supervisor's threads, the pool's close)
+        self._pipe_lock = threading.Lock()  # sends on the pipe, and its close (cancel() comes from other threads)
+        self._closed = False
 
     def start(self) -> None:
-        """Start every worker; return once each listens on its socket.
+        with self._lock:
+            if self._closed:
+                raise WorkerFailed(f"{self.name}: the model stopped")
+            self._spawn()
 
-        Raises:
-            PyTritonValidationError: a worker failed to start (its error, or its exit, named), or
-                did not finish its setup in ``setup_timeout_s``.
-        """
-        self._thread.start()
-        try:
-            self._started.result()
-        except _WorkerFailed as exc:
-            self._thread.join()
-            raise PyTritonValidationError(str(exc)) from None
-
-    def busy(self) -> bool:
-        """Whether a worker is handling a batch."""
-        return any(flag.value for flag in self._busy)
-
-    def alive(self) -> int:
-        """How many workers are running."""
-        return sum(process is not None and process.is_alive() for process in self._processes)
-
-    def cancel(self, key: str) -> None:
-        """Tell every worker that the streamed request tagged with ``key`` is cancelled (the one
-        that has it ends it; the others remember the key a while, in case its batch comes later)."""
-        with self._send_lock:
-            for conn, ready in zip(self._conns, self._ready):
-                if conn is not None and ready:
-                    with contextlib.suppress(OSError, ValueError):  # a worker going away
-                        conn.send(Cancel(key))
-
-    def close(self) -> None:
-        """Stop every worker (each finishes the batch it runs) and the pool's thread."""
-        self._stopping.set()
-        with contextlib.suppress(OSError):
-            os.write(self._wake_writer, b"x")
-        if self._thread.is_alive():
-            self._thread.join()
-        for fd in (self._wake_reader, self._wake_writer):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    # -- the pool's thread --------------------------------------------------------------------
-
-    def _run(self) -> None:
-        try:
-            for index in range(len(self._specs)):
-                self._spawn(index)
-            deadline = time.monotonic() + self._options.setup_timeout_s
-            for index in range(len(self._specs)):
-                self._wait_ready(index, deadline)
-        except BaseException as exc:  # noqa: BLE001 - the caller of start() raises it
-            self._stop_all(grace_s=0)  # a worker still in its setup would not hear Stop
-            self._started.set_exception(exc)
-            return
-        self._started.set_result(None)
-        try:
-            self._supervise()
-        finally:
-            self._stop_all()
-
-    def _spawn(self, index: int) -> None:
-        spec = self._specs[index]
-        receiver, sender = self._context.Pipe()
-        process = self._context.Process(
-            target=worker_main,
-            args=(spec, sender, self._busy[index]),
-            name=f"pytriton_like-worker-{self._name}-{index}",
+    def _spawn(self) -> None:
+        self._clear()
+        context = self._pool.context
+        receiver, sender = context.Pipe()
+        process = context.Process(
+            target=worker_main, args=(self.spec, sender, self._busy), name=f"pytriton_like-{self.name.replace(' ', '-')}"
         )
         with _environ_lock:  # a spawned interpreter takes the environment as it is at start
             os.environ[WORKER_ENV] = "1"
@@ -156,141 +78,223 @@ class WorkerPool:
             except (pickle.PicklingError, AttributeError, TypeError, NotImplementedError) as exc:
                 sender.close()
                 receiver.close()
-                raise _WorkerFailed(
-                    f"the callable of model {self._name!r} cannot be sent to a spawned worker ({exc}): define it"
-                    " at the top level of a module (not in a function, not a lambda), or use"
+                raise WorkerFailed(
+                    f"the callable of model {self.spec.info.model_name!r} cannot be sent to a spawned worker ({exc}):"
+                    " define it at the top level of a module (not in a function, not a lambda), or use"
                     " WorkerOptions(start_method='fork')"
                 ) from None
             finally:
                 del os.environ[WORKER_ENV]
         sender.close()
-        self._processes[index], self._conns[index] = process, receiver
+        self.process, self._conn = process, receiver
 
-    def _wait_ready(self, index: int, deadline: float) -> None:
-        conn, process = self._conns[index], self._processes[index]
-        what = f"worker {index} of model {self._name!r}"
-        remaining = max(0.0, deadline - time.monotonic())
-        ready = multiprocessing.connection.wait([conn, self._wake_reader], remaining)
-        if self._wake_reader in ready:
-            raise _WorkerFailed(f"{what}: the model stopped while it started")
-        if not ready:
-            raise _WorkerFailed(
-                f"{what} did not finish its setup in {self._options.setup_timeout_s:g} s"
-                " (WorkerOptions.setup_timeout_s): is its setup_worker() or an import hanging?"
+    def ready(self) -> None:
+        try:
+            self._wait_ready()
+        except WorkerFailed:
+            self._kill()
+            raise
+
+    def _wait_ready(self) -> None:
+        timeout = self._pool.options.setup_timeout_s
+        conn, process = self._conn, self.process
+        if conn is None or process is None:
+            raise WorkerFailed(f"{self.name}: the model stopped")
+        if not conn.poll(timeout):
+            raise WorkerFailed(
+                f"{self.name} did not finish its setup in {timeout:g} s (WorkerOptions.setup_timeout_s):"
+                " is its setup_worker() or an import hanging?"
             )
         try:
             message = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             process.join(5)
-            raise _WorkerFailed(f"{what} exited before it was ready: {_cause(process.exitcode)}{_guard_hint()}") from None
+            raise WorkerFailed(f"{self.name} exited before it was ready: {describe_exit(process.exitcode)}{_guard_hint()}") from None
         if isinstance(message, SetupFailed):
-            raise _WorkerFailed(f"{what} failed to start: {message.error_type}: {message.message}\n{message.traceback}")
+            raise WorkerFailed(f"{self.name} failed to start: {message.error_type}: {message.message}\n{message.traceback}")
         if not isinstance(message, Ready):
-            raise _WorkerFailed(f"{what} sent {message!r} instead of saying it is ready")
-        self._ready[index] = True
+            raise WorkerFailed(f"{self.name} sent {message!r} instead of saying it is ready")
 
-    def _supervise(self) -> None:
-        """Watch the workers until the pool closes: their messages, their deaths, their restarts
-        (each due at its time: deaths meanwhile are seen, so a model whose workers all died is
-        known to have none alive before any comes back)."""
-        restart_at: Dict[int, float] = {}
-        while not self._stopping.is_set():
-            watched = {self._wake_reader: None}
-            for index, (process, conn) in enumerate(zip(self._processes, self._conns)):
-                if process is not None:
-                    watched[process.sentinel] = index
-                if conn is not None:
-                    watched[conn] = index
-            timeout = max(0.0, min(restart_at.values()) - time.monotonic()) if restart_at else None
-            for item in multiprocessing.connection.wait(list(watched), timeout):
-                index = watched[item]
-                if index is None or self._stopping.is_set():
-                    return
-                if item is self._conns[index]:
-                    self._receive(index)
-                elif self._processes[index] is not None and item == self._processes[index].sentinel:
-                    process = self._processes[index]
-                    process.join(5)
-                    self._forget(index)
-                    self._died(index, _cause(process.exitcode), restart_at)
-            for index, due in sorted(restart_at.items()):
-                if due <= time.monotonic() and not self._stopping.is_set():
-                    del restart_at[index]
-                    self._restart(index, restart_at)
+    def sentinel(self) -> int:
+        return self.process.sentinel
 
-    def _receive(self, index: int) -> None:
+    def exit_cause(self) -> str:
+        self.process.join(5)
+        return describe_exit(self.process.exitcode)
+
+    def inbox(self) -> Optional[Any]:
+        return self._conn
+
+    def receive(self) -> None:
         try:
-            message = self._conns[index].recv()
+            message = self._conn.recv()
         except (EOFError, OSError):  # the worker is going: its sentinel says so next
-            with self._send_lock:
-                self._conns[index].close()
-                self._conns[index] = None
+            with self._pipe_lock:
+                self._conn.close()
+                self._conn = None
             return
         if isinstance(message, Unrecoverable):
-            self._on_unrecoverable(PyTritonUnrecoverableError(message.message))
+            self._pool.on_unrecoverable(PyTritonUnrecoverableError(message.message))
 
-    def _died(self, index: int, cause: str, restart_at: Dict[int, float]) -> None:
-        """Worker ``index`` is gone: say so, and have it started again after a back-off, or give up on it."""
-        if self.alive() == 0 and not self._none_alive:
-            self._none_alive = True
-            self._on_availability(False)
-        if self._restarts >= self._options.max_restarts:
-            logger.error(
-                "worker %d of model %r died (%s); its restarts are used up (WorkerOptions.max_restarts=%d):"
-                " the model serves with %d of %d workers",
-                index, self._name, cause, self._options.max_restarts, self.alive(), len(self._specs),
-            )
-            with contextlib.suppress(FileNotFoundError):  # the backend instance stops waiting for it
-                os.unlink(self._specs[index].address[len(UNIX_SCHEME):])
-            return
-        backoff = min(self.MAX_BACKOFF_S, _FIRST_BACKOFF_S * 2**self._restarts)
-        self._restarts += 1
-        logger.warning(
-            "worker %d of model %r died (%s); starting it again in %.1f s (restart %d of %d)",
-            index, self._name, cause, backoff, self._restarts, self._options.max_restarts,
-        )
-        restart_at[index] = time.monotonic() + backoff
+    def lost(self) -> None:
+        self.serving = False
+        self._pool.lost()
 
-    def _restart(self, index: int, restart_at: Dict[int, float]) -> None:
-        try:
-            self._spawn(index)
-            self._wait_ready(index, time.monotonic() + self._options.setup_timeout_s)
-        except _WorkerFailed as exc:
-            if self._processes[index] is not None:
-                self._processes[index].kill()
-                self._processes[index].join(5)
-            self._forget(index)
-            self._died(index, str(exc), restart_at)
-            return
-        logger.info("worker %d of model %r is serving again (pid %d)", index, self._name, self._processes[index].pid)
-        if self._none_alive:
-            self._none_alive = False
-            self._on_availability(True)
+    def back(self) -> None:
+        self.serving = True
+        self._pool.back()
 
-    def _forget(self, index: int) -> None:
-        with self._send_lock:
-            self._ready[index] = False
-            if self._conns[index] is not None:
-                self._conns[index].close()
-            self._processes[index] = self._conns[index] = None
+    def given_up(self, cause: str) -> None:
+        self._pool.given_up(self)
 
-    def _stop_all(self, grace_s: float = _STOP_TIMEOUT_S) -> None:
-        """Stop every worker: Stop, then up to ``grace_s`` for it to finish its batch, then SIGKILL."""
-        running = [(index, process) for index, process in enumerate(self._processes) if process is not None]
-        for index, _ in running:
-            with self._send_lock, contextlib.suppress(OSError, ValueError):
-                self._conns[index].send(Stop())
-        deadline = time.monotonic() + grace_s
-        for index, process in running:
+    def ask_to_stop(self) -> None:
+        """Tell the process to stop after the batch it runs (it exits then)."""
+        with self._pipe_lock:
+            if self._conn is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self._conn.send(Stop())
+
+    def cancel(self, key: str) -> None:
+        """Tell the process that the streamed request tagged with ``key`` is cancelled
+        (relay_server/cancel_keys.py); not while it sets up (it reads its pipe once serving)."""
+        with self._pipe_lock:
+            if self._conn is not None and self.serving:
+                with contextlib.suppress(OSError, ValueError):  # going away
+                    self._conn.send(Cancel(key))
+
+    def stop(self, grace_s: float = _STOP_TIMEOUT_S) -> None:
+        """Stop, then up to ``grace_s`` for the process to finish its batch, then SIGKILL."""
+        self.ask_to_stop()
+        self.finish(time.monotonic() + grace_s, warn=grace_s > 0)
+
+    def finish(self, deadline: float, warn: bool = True) -> None:
+        """Wait until ``deadline`` for the process to exit (after :meth:`ask_to_stop`), then kill it;
+        it is not started again."""
+        self._closed = True
+        process = self.process
+        if process is not None:
             process.join(max(0.0, deadline - time.monotonic()))
-            if process.exitcode is None:
-                if grace_s:
-                    logger.warning("worker %d of model %r did not stop in time; killing it", index, self._name)
+            if process.exitcode is None and warn:
+                logger.warning("%s did not stop in time; killing it", self.name)
+        self._kill()
+        with contextlib.suppress(FileNotFoundError):  # a killed worker leaves its socket's name
+            os.unlink(self.spec.address[len(UNIX_SCHEME):])
+
+    def _kill(self) -> None:
+        with self._lock:
+            process = self.process
+            if process is not None and process.exitcode is None:
                 process.kill()
                 process.join(5)
-            with contextlib.suppress(FileNotFoundError):  # a killed worker leaves its socket's name
-                os.unlink(self._specs[index].address[len(UNIX_SCHEME):])
-            self._forget(index)
+            self._clear()
+
+    def _clear(self) -> None:
+        """Forget the last process (joined: it ended) and its pipe."""
+        if self.process is not None:
+            self.process.join(5)
+        with self._pipe_lock:
+            if self._conn is not None:
+                self._conn.close()
+            self.process = self._conn = None
+
+
+class WorkerPool:
+    """The ``len(specs)`` worker processes of one model version.
+
+    Args:
+        specs: one per worker, in instance order.
+        options: how they start and restart.
+        supervisor: starts, watches and restarts them.
+        on_unrecoverable: called when a worker's callable raised PyTritonUnrecoverableError.
+        on_availability: called with False when no worker is alive any more, and with True when
+            one is back after that (availability.py unloads the model if none is back within the
+            supervisor's grace).
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[WorkerSpec],
+        options: WorkerOptions,
+        supervisor: Supervisor,
+        on_unrecoverable: Callable[[BaseException], None],
+        on_availability: Optional[Callable[[bool], None]] = None,
+    ):
+        if options.start_method == "fork":
+            _check_forkable(specs[0].info.model_name)
+        self.options = options
+        self.context = multiprocessing.get_context(options.start_method)
+        self.on_unrecoverable = on_unrecoverable
+        self._supervisor = supervisor
+        self._on_availability = on_availability or (lambda available: None)
+        self._lock = threading.Lock()
+        self._none_alive = False
+        self._name = specs[0].info.model_name
+        # shared with each worker: whether it handles a batch (the parent's stop waits for them)
+        self._busy = [self.context.RawValue("b", 0) for _ in specs]
+        self.children: List[WorkerChild] = [WorkerChild(self, spec, busy) for spec, busy in zip(specs, self._busy)]
+
+    def start(self) -> None:
+        """Start every worker; return once each listens on its socket.
+
+        Raises:
+            PyTritonValidationError: a worker failed to start (its error, or its exit, named), or
+                did not finish its setup in ``setup_timeout_s``.
+        """
+        launched = [self._supervisor.launch(child) for child in self.children]
+        for child, future in zip(self.children, launched):
+            try:
+                future.result()
+            except Exception as exc:  # noqa: BLE001 - whichever failed first is what the user sees
+                self.close(grace_s=0)  # a worker still in its setup would not hear Stop
+                raise PyTritonValidationError(str(exc)) from None
+            child.serving = True
+
+    def busy(self) -> bool:
+        """Whether a worker is handling a batch."""
+        return any(flag.value for flag in self._busy)
+
+    def alive(self) -> int:
+        """How many workers serve (started, and not lost since)."""
+        return sum(child.serving for child in self.children)
+
+    def cancel(self, key: str) -> None:
+        """Tell every worker that the streamed request tagged with ``key`` is cancelled (the one
+        that has it ends it; the others remember the key a while, in case its batch comes later)."""
+        for child in self.children:
+            child.cancel(key)
+
+    def close(self, grace_s: float = _STOP_TIMEOUT_S) -> None:
+        """Stop every worker: each finishes the batch it runs (up to ``grace_s``), then is killed."""
+        for child in self.children:
+            self._supervisor.forget(child)
+        for child in self.children:
+            child.ask_to_stop()
+        deadline = time.monotonic() + grace_s
+        for child in self.children:
+            child.finish(deadline, warn=grace_s > 0)
+
+    # -- told by the supervisor ---------------------------------------------------------------
+
+    def lost(self) -> None:
+        with self._lock:
+            none_alive = self.alive() == 0 and not self._none_alive
+            self._none_alive = self._none_alive or none_alive
+        if none_alive:
+            self._on_availability(False)
+
+    def back(self) -> None:
+        with self._lock:
+            was_none, self._none_alive = self._none_alive, False
+        if was_none:
+            self._on_availability(True)
+
+    def given_up(self, child: WorkerChild) -> None:
+        logger.error(
+            "model %r serves with %d of its %d workers: %s is not started again (WorkerOptions.max_restarts=%d"
+            " within restart_window_s=%g)",
+            self._name, self.alive(), len(self.children), child.name, self.options.max_restarts,
+            self.options.restart_window_s,
+        )
 
 
 def _check_forkable(model_name: str) -> None:
@@ -303,18 +307,6 @@ def _check_forkable(model_name: str) -> None:
             " process: a forked worker cannot use it. Use start_method='spawn' and load the model on its"
             " device in setup_worker(worker)"
         )
-
-
-def _cause(exitcode: Optional[int]) -> str:
-    """A worker's end in words."""
-    if exitcode is None:
-        return "still running"
-    if exitcode < 0:
-        name = signal.Signals(-exitcode).name
-        if -exitcode == signal.SIGKILL:
-            return f"killed by {name} (the kernel's out-of-memory killer, or kill -9)"
-        return f"killed by {name}"
-    return f"exited with code {exitcode}"
 
 
 def _guard_hint() -> str:

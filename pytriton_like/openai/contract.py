@@ -51,8 +51,10 @@ class GenerationRequest:
         prompt: the prompt of a request to ``/v1/completions``, or ``None`` for a chat request.
         max_tokens: the most tokens the answer may have (``max_tokens`` or
             ``max_completion_tokens``), or ``None``.
-        temperature, top_p, seed: the sampling parameters, ``None`` when not given.
+        temperature: the sampling temperature, ``None`` when not given.
+        top_p: the nucleus-sampling probability mass, ``None`` when not given.
         stop: the stop sequences (empty when none): the callable ends its answer before any of them.
+        seed: the sampling seed, ``None`` when not given.
         n: how many choices the client asked for; each is a request of its own.
         choice: which of them this one is (0 to ``n - 1``).
         extra: the other fields of the request body the endpoint does not interpret
@@ -78,7 +80,11 @@ class GenerationRequest:
 
     @classmethod
     def from_json(cls, data: bytes) -> "GenerationRequest":
-        """The request a model received (internal)."""
+        """The request a model received (internal).
+
+        Args:
+            data: the request as :meth:`to_json` wrote it.
+        """
         fields = json.loads(data)
         if fields.get("messages") is not None:
             fields["messages"] = tuple(fields["messages"])
@@ -101,6 +107,15 @@ class Piece:
             default: the words of the prompt or of the messages' contents).
         finish_reason: ``"stop"`` or ``"length"``, given with the last piece (default: ``"length"``
             when the answer counted ``max_tokens`` tokens, else ``"stop"``).
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+        ValueError: ``finish_reason`` is neither ``"stop"`` nor ``"length"``.
+
+    Example:
+        >>> def chat(request):                                              # doctest: +SKIP
+        ...     yield Piece("Hello", tokens=1, prompt_tokens=12)
+        ...     yield Piece(" world", tokens=1, finish_reason="stop")
     """
 
     text: str = ""
@@ -116,7 +131,14 @@ class Piece:
 
     @classmethod
     def of(cls, value: Any) -> "Piece":
-        """``value`` (a ``str`` or a ``Piece``) as a Piece."""
+        """``value`` (a ``str`` or a ``Piece``) as a Piece.
+
+        Args:
+            value: what the callable gave.
+
+        Raises:
+            TypeError: ``value`` is neither a ``str`` nor a ``Piece``.
+        """
         if isinstance(value, Piece):
             return value
         if isinstance(value, str):
@@ -134,12 +156,24 @@ class Piece:
 
     @classmethod
     def from_json(cls, data: bytes) -> "Piece":
-        """The piece the endpoint received (internal)."""
+        """The piece the endpoint received (internal).
+
+        Args:
+            data: the piece as :meth:`to_json` wrote it.
+        """
         return cls(**json.loads(data))
 
 
 def count_tokens(text: str) -> int:
-    """The token count used when a callable reports none: the words of ``text`` (split on whitespace)."""
+    """The token count used when a callable reports none: the words of ``text`` (split on whitespace).
+
+    Args:
+        text: the text to count.
+
+    Example:
+        >>> count_tokens("You asked: hello")
+        3
+    """
     return len(text.split())
 
 

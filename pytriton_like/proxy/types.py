@@ -1,7 +1,6 @@
-"""What an inference callable receives and returns: ``Request`` and ``Response``.
+"""What an inference callable receives and returns: ``Request`` and ``Response`` (docs/inference_callable.md)."""
 
-Stdlib and numpy only.
-"""
+# Stdlib and numpy only.
 
 import contextlib
 import dataclasses
@@ -44,6 +43,10 @@ class Request(MutableMapping):
     def traced_span(self, span_name: str, **kwargs: Any) -> ContextManager[Any]:
         """A child span of this request's span named ``span_name`` (a no-op while tracing is off).
 
+        Args:
+            span_name: the child span's name.
+            **kwargs: passed to the tracer's ``start_as_current_span``.
+
         Example:
             >>> with request.traced_span("preprocess"):  # doctest: +SKIP
             ...     tokens = tokenize(request["text"])
@@ -69,6 +72,8 @@ class Request(MutableMapping):
 
 
 Requests = List[Request]
+"""What an inference callable receives: the requests of one batch, in the order Triton formed it."""
 Response = Dict[str, Any]
 """One response: a mapping from output name to numpy array (or anything ``np.asarray`` takes)."""
 Responses = List[Response]
+"""What an inference callable returns: one response per request, in the requests' order."""

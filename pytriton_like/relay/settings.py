@@ -14,7 +14,7 @@ from typing import List, Tuple
 __all__ = ["RelaySettings", "SETTINGS_FILE", "SETTINGS_VERSION"]
 
 SETTINGS_FILE = "relay.conf"
-SETTINGS_VERSION = 1  # native/settings.h: SETTINGS_VERSION
+SETTINGS_VERSION = 2  # native/settings.h: SETTINGS_VERSION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,9 +32,12 @@ class RelaySettings:
         in_flight: batches in flight per instance.
         outputs: how many outputs the model declares.
         handshake_timeout_ms: how long a starting instance waits for its worker's WELCOME.
-        revive_ms: > 0 when each instance's worker is a process of its own, started again when it
-            dies: how long an instance whose worker died waits for the new one with the batch it
-            holds (and its relay metrics get a ``worker`` label); 0 for worker threads.
+        worker_processes: each instance's relay server is a worker process of its own, started
+            again when it dies (the relay metrics get a ``worker`` label); else threads of the
+            owner process.
+        restart_wait_ms: how long, after losing its worker process, an instance waits for the
+            restarted one with the batch it holds (the supervisor's grace,
+            :data:`pytriton_like.supervisor.RESTART_GRACE_S`); later batches try once.
         version: the format of the file (:data:`SETTINGS_VERSION`).
     """
 
@@ -48,7 +51,8 @@ class RelaySettings:
     in_flight: int = 1
     outputs: int = 0
     handshake_timeout_ms: int = 60000
-    revive_ms: int = 0
+    worker_processes: bool = False
+    restart_wait_ms: int = 0
     version: int = SETTINGS_VERSION
 
     def text(self) -> str:

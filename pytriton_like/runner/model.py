@@ -35,6 +35,7 @@ class ModelRunner:
         model_name: the model.
         init_timeout_s: how long ``run`` waits for the server and model (default 300 s).
         inference_timeout_s: how long one request may take (default 60 s).
+        access_token: the server's access token (``None``: found on this host, docs/security.md).
     """
 
     def __init__(
@@ -93,7 +94,14 @@ class ModelRunner:
     async def async_run(
         self, *inputs: np.ndarray, parameters: ParametersT = None, headers: ParametersT = None, **named_inputs: np.ndarray
     ) -> RunResult:
-        """:meth:`run` as a coroutine; all ``async_run`` calls of a runner must use one event loop."""
+        """:meth:`run` as a coroutine; all ``async_run`` calls of a runner must use one event loop.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: HTTP headers / gRPC metadata.
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+        """
         call = CallArgs(inputs, named_inputs, parameters, headers, sample=None)
         client = await self._async_client_of_loop(AsyncioModelClient)
         _, result = await client.send(call)
@@ -108,6 +116,12 @@ class ModelRunner:
         output arrays by name; leaving the iterator early cancels the rest of the stream.
         Errors are those of :meth:`DecoupledModelClient.infer_batch
         <pytriton_like.client.DecoupledModelClient.infer_batch>`.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: gRPC metadata of the request's stream.
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
 
         Raises:
             PyTritonClientInvalidUrlError: the runner's url is not gRPC.
@@ -124,7 +138,14 @@ class ModelRunner:
     async def async_stream_infer(
         self, *inputs: np.ndarray, parameters: ParametersT = None, headers: ParametersT = None, **named_inputs: np.ndarray
     ) -> AsyncIterator[Dict[str, np.ndarray]]:
-        """:meth:`stream_infer` as an async generator: ``async for response in runner.Model.async_stream_infer(x)``."""
+        """:meth:`stream_infer` as an async generator: ``async for response in runner.Model.async_stream_infer(x)``.
+
+        Args:
+            *inputs: input arrays in the order of the model's inputs.
+            parameters: custom request parameters (str, int, bool or float values).
+            headers: HTTP headers / gRPC metadata.
+            **named_inputs: input arrays by input name (instead of ``*inputs``).
+        """
         call = CallArgs(inputs, named_inputs, parameters, headers, sample=None)
         client = await self._async_client_of_loop(AsyncioDecoupledModelClient)
         responses = client.stream(call)

@@ -28,6 +28,9 @@ class RunResult:
     def as_numpy(self, name: str) -> np.ndarray:
         """The output ``name`` as an array (BYTES outputs: an object array of ``bytes``).
 
+        Args:
+            name: the output's name.
+
         Raises:
             KeyError: the response has no output ``name``; the message lists those it has.
         """
@@ -36,6 +39,9 @@ class RunResult:
 
     def get_output(self, name: str) -> Dict[str, Any]:
         """The metadata of output ``name``: ``{"name", "datatype", "shape"}``.
+
+        Args:
+            name: the output's name.
 
         Raises:
             KeyError: the response has no output ``name``.

@@ -163,7 +163,16 @@ class TritonRunner(ServerCalls):
         self._forget(model_name)
 
     def unload_model(self, model_name: str, unload_dependents: bool = False) -> None:
-        """Unloads a model (and, with ``unload_dependents``, the models Triton loaded for it: an ensemble's steps)."""
+        """Unloads a model (and, with ``unload_dependents``, the models Triton loaded for it: an ensemble's steps).
+
+        Args:
+            model_name: the model.
+            unload_dependents: also unload the models Triton loaded for it.
+        
+        Raises:
+            PyTritonClientInferenceServerError: the server refused to unload it.
+            PyTritonClientModelUnavailableError: the server cannot be reached.
+        """
         with self._client(model_name) as client:
             client.unload_model(unload_dependents=unload_dependents)
         self._forget(model_name)
@@ -186,7 +195,12 @@ class TritonRunner(ServerCalls):
             return await client.get_model_repository_index()
 
     def is_model_ready(self, model_name: str, model_version: Optional[str] = None) -> bool:
-        """Whether the model (version; default: the server's choice) is ready."""
+        """Whether the model (version; default: the server's choice) is ready.
+
+        Args:
+            model_name: the model.
+            model_version: its version; ``None``: the server's choice (the highest ready one).
+        """
         with self._client(model_name, model_version) as client:
             return client.is_model_ready()
 
@@ -196,7 +210,12 @@ class TritonRunner(ServerCalls):
             return await client.is_model_ready()
 
     def get_model_config(self, model_name: str, model_version: Optional[str] = None) -> Dict[str, Any]:
-        """The model's configuration as the server reports it (Triton's JSON form of config.pbtxt)."""
+        """The model's configuration as the server reports it (Triton's JSON form of config.pbtxt).
+
+        Args:
+            model_name: the model.
+            model_version: its version; ``None``: the server's choice (the highest ready one).
+        """
         with self._client(model_name, model_version) as client:
             return client.get_model_config()
 
@@ -210,6 +229,10 @@ class TritonRunner(ServerCalls):
     ) -> Dict[str, Any]:
         """Triton's statistics (``{"model_stats": [...]}``) of one model (version), or of all when
         ``model_name`` is None; counts are numbers over HTTP and gRPC alike.
+
+        Args:
+            model_name: the model; ``None``: every loaded model.
+            model_version: its version; ``None``: every version.
 
         Raises:
             PyTritonClientValueError: a ``model_version`` without a ``model_name``.
@@ -225,13 +248,25 @@ class TritonRunner(ServerCalls):
             return await client.get_inference_statistics(all_models=model_name is None)
 
     def stream_infer(self, model_name: str, *inputs: np.ndarray, **kwargs: Any) -> Iterator[Dict[str, np.ndarray]]:
-        """``runner[model_name].stream_infer(*inputs, **kwargs)``: the responses of a decoupled model (gRPC only)."""
+        """``runner[model_name].stream_infer(*inputs, **kwargs)``: the responses of a decoupled model (gRPC only).
+
+        Args:
+            model_name: the decoupled model.
+            *inputs: input arrays in the order of the model's inputs.
+            **kwargs: input arrays by name, ``parameters`` and ``headers``, as ``ModelRunner.stream_infer`` takes them.
+        """
         return self[model_name].stream_infer(*inputs, **kwargs)
 
     def async_stream_infer(
         self, model_name: str, *inputs: np.ndarray, **kwargs: Any
     ) -> AsyncIterator[Dict[str, np.ndarray]]:
-        """``runner[model_name].async_stream_infer(...)``: an async iterator of the responses (gRPC only)."""
+        """``runner[model_name].async_stream_infer(...)``: an async iterator of the responses (gRPC only).
+
+        Args:
+            model_name: the decoupled model.
+            *inputs: input arrays in the order of the model's inputs.
+            **kwargs: input arrays by name, ``parameters`` and ``headers``, as ``ModelRunner.async_stream_infer`` takes them.
+        """
         return self[model_name].async_stream_infer(*inputs, **kwargs)
 
     def _server_call(self, call: str, /, **arguments: Any) -> Any:

@@ -4,6 +4,7 @@ import dataclasses
 import pathlib
 from typing import Dict, List, Optional
 
+from ..relay.backend import BACKEND_NAME
 from .config import TritonConfig
 
 __all__ = ["server_argv", "connect_host", "local_url", "endpoint_urls"]
@@ -24,12 +25,15 @@ _NOT_FLAGS = {
     "load_model",
     "extra_args",
     "drain_secs",  # serve()'s drain on SIGTERM, before tritonserver is asked to stop
-    # the OpenAI endpoint runs in the user's process, not in tritonserver
+    # the OpenAI endpoint runs in a process of its own (openai/service.py), not in tritonserver
     "allow_openai",
     "openai_address",
     "openai_port",
     "openai_api_key",
     "openai_max_unread_bytes",
+    # how pytriton_like restarts tritonserver and the endpoint
+    "max_restarts",
+    "restart_window_secs",
 }
 
 
@@ -42,11 +46,14 @@ def server_argv(
     cache_directory: pathlib.Path,
     startup_models: List[str],
     restriction: Optional[str] = None,
+    restarts: int = 0,
 ) -> List[str]:
     """tritonserver's command line for ``config`` (a pure function).
 
     Args:
         restriction: ``<groups>:<header>=<token>`` for both endpoints (security.py), or None.
+        restarts: how many times this server was started again: the relay's backend reports it
+            as the ``pytriton_like_server_restarts_total`` metric (docs/metrics.md).
     """
     argv = [str(binary)]
     argv += [f"--model-repository={path}" for path in model_repositories]
@@ -54,6 +61,7 @@ def server_argv(
         f"--backend-directory={backend_directory}",
         f"--cache-directory={config.cache_directory or cache_directory}",
         "--model-control-mode=explicit",
+        f"--backend-config={BACKEND_NAME},server-restarts={restarts}",
     ]
     argv += [f"--load-model={name}" for name in startup_models]
     ports = config.ports

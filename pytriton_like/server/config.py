@@ -4,11 +4,12 @@ import dataclasses
 import logging
 import os
 import pathlib
-import re
 import typing
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..exceptions import PyTritonValidationError
+from ..supervisor import RestartPolicy
+from .config_values import cast, env_values
 from .extra_args import extra_flags
 
 __all__ = ["TritonConfig", "ENV_PREFIX"]
@@ -36,99 +37,110 @@ MAX_RELAY_IN_FLIGHT = 16
 # Kubernetes to take the pod out of its endpoints, short enough that the stop after it still fits
 # `docker stop`'s 10 s and Kubernetes' 30 s grace periods.
 DEFAULT_DRAIN_SECS = 5.0
+# How often tritonserver and the OpenAI endpoint's process are started again when they die
+# (TritonConfig.max_restarts / restart_window_secs, docs/reliability.md).
+DEFAULT_MAX_RESTARTS = 20
+DEFAULT_RESTART_WINDOW_SECS = 120.0
 
 
 @dataclasses.dataclass(frozen=True)
 class TritonConfig:
-    """Options of the tritonserver process; ``None`` leaves Triton's default.
+    """Options of the tritonserver process; ``None`` leaves Triton's default (docs/configuration.md).
 
     Every field may also come from an environment variable ``PYTRITON_TRITON_CONFIG_<FIELD>``
-    (e.g. ``PYTRITON_TRITON_CONFIG_HTTP_PORT=9000``); a list field takes one item from
-    ``..._<FIELD>`` or several from ``..._<FIELD>_0``, ``..._<FIELD>_1``...; a value given to the
-    constructor wins over the environment. A variable that names no field is ignored, with one
-    warning naming all such variables (as PyTriton does); a bad value of a known field is an error.
+    (``..._HTTP_PORT=9000``; a list field from ``..._<FIELD>`` or ``..._<FIELD>_0``, ``_1``...;
+    booleans ``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off``); a value given to the
+    constructor wins. A variable naming no field is ignored with a warning; a bad value is an
+    error. Frozen: make a changed copy with ``dataclasses.replace``. Fields without a note of
+    their own pass to the tritonserver option of the same name (``--grpc-keepalive-time``).
 
     Args:
+        model_repository: hand-written models served next to bound ones: a folder or an ``s3://`` URL.
         id: identifier of the server.
-        model_repository: a model repository of hand-written models served next to bound ones: a
-            folder, or an ``s3://`` URL (kept as a string; docs/model_management.md).
-        log_verbose: verbose logging level (0: off).
+        log_verbose: tritonserver's verbose logging level (0: off).
         log_file: file that receives the server's log (default: ``triton.log`` in the workspace).
-        exit_timeout_secs: how long stopping waits for in-flight requests.
+        exit_timeout_secs: how long stopping waits for in-flight requests (Triton's default 30).
         exit_on_error: exit when initialisation fails.
-        strict_readiness: ready only when every model is ready.
-        allow_http / http_address / http_port / http_header_forward_pattern / http_thread_count /
-        http_restricted_api: the HTTP endpoint (default port 8000).
-        allow_grpc / grpc_address / grpc_port / grpc_header_forward_pattern /
-        grpc_infer_allocation_pool_size / grpc_use_ssl / grpc_use_ssl_mutual / grpc_server_cert /
-        grpc_server_key / grpc_root_cert / grpc_infer_response_compression_level /
-        grpc_keepalive_time / grpc_keepalive_timeout / grpc_keepalive_permit_without_calls /
-        grpc_http2_max_pings_without_data / grpc_http2_min_recv_ping_interval_without_data /
-        grpc_http2_max_ping_strikes / grpc_restricted_protocol: the gRPC endpoint (default port 8001).
-        allow_metrics / allow_gpu_metrics / allow_cpu_metrics / metrics_interval_ms / metrics_port /
-        metrics_address / metrics_config: the Prometheus metrics endpoint (default port 8002).
-        allow_sagemaker / sagemaker_port / sagemaker_safe_port_range / sagemaker_thread_count:
-            Triton's Amazon SageMaker endpoint (``/ping``, ``/invocations``; default port 8080).
-        allow_vertex_ai / vertex_ai_port / vertex_ai_thread_count / vertex_ai_default_model:
-            Triton's Google Vertex AI endpoint (default port 8080; Triton reads the routes from
-            ``AIP_PREDICT_ROUTE`` and ``AIP_HEALTH_ROUTE``). See docs/lifecycle_policy.md.
-        trace_config: trace settings (``<setting>=<value>``, repeated).
-        cache_config: response cache settings, e.g. ``["local,size=1048576"]``.
+        strict_readiness: ready only when every model is ready (Triton's default).
+        allow_http: serve the HTTP endpoint (default True).
+        http_address: the address the HTTP endpoint listens on (default: every interface).
+        http_port: the HTTP endpoint's port (default 8000).
+        http_header_forward_pattern: a regex; matching HTTP headers reach the callable as request parameters.
+        http_thread_count: threads of the HTTP endpoint.
+        http_restricted_api: ``<groups>:<header>=<value>``, only for groups ``Triton(security_config=...)``
+            leaves open (restricting one twice is refused; docs/security.md).
+        allow_grpc: serve the gRPC endpoint (default True).
+        grpc_address: the address the gRPC endpoint listens on (default: every interface).
+        grpc_port: the gRPC endpoint's port (default 8001).
+        grpc_header_forward_pattern: as ``http_header_forward_pattern``, for gRPC metadata.
+        grpc_infer_allocation_pool_size: request/response objects kept for reuse (0: freed after each).
+        grpc_use_ssl: serve gRPC over TLS.
+        grpc_use_ssl_mutual: require clients' certificates too.
+        grpc_server_cert: the server's certificate file.
+        grpc_server_key: the server's key file.
+        grpc_root_cert: the root certificate client certificates are checked against.
+        grpc_infer_response_compression_level: ``none``, ``low``, ``medium`` or ``high``.
+        grpc_keepalive_time: keepalive: ms between pings.
+        grpc_keepalive_timeout: keepalive: ms to wait for a ping's answer.
+        grpc_keepalive_permit_without_calls: keepalive: ping while no call is active.
+        grpc_http2_max_pings_without_data: HTTP/2: pings allowed without data.
+        grpc_http2_min_recv_ping_interval_without_data: HTTP/2: the least ms between pings.
+        grpc_http2_max_ping_strikes: HTTP/2: bad pings before the connection is closed.
+        grpc_restricted_protocol: as ``http_restricted_api``, for gRPC.
+        allow_metrics: serve the Prometheus metrics endpoint (default True; docs/metrics.md).
+        allow_gpu_metrics: report GPU metrics.
+        allow_cpu_metrics: report CPU and memory metrics.
+        metrics_interval_ms: how often Triton updates its metrics.
+        metrics_port: the metrics endpoint's port (default 8002).
+        metrics_address: the address the metrics endpoint listens on (default: every interface).
+        allow_sagemaker: serve Triton's SageMaker endpoint (``/ping``, ``/invocations``; docs/lifecycle_policy.md).
+        sagemaker_port: the SageMaker endpoint's port (default 8080).
+        sagemaker_safe_port_range: the port range allowed for endpoints other than SageMaker's.
+        sagemaker_thread_count: threads of the SageMaker endpoint.
+        allow_vertex_ai: serve Triton's Vertex AI endpoint (routes from ``AIP_PREDICT_ROUTE`` and
+            ``AIP_HEALTH_ROUTE``); the server then starts at ``run()`` (docs/lifecycle_policy.md).
+        vertex_ai_port: the Vertex AI endpoint's port (default 8080).
+        vertex_ai_thread_count: threads of the Vertex AI endpoint.
+        vertex_ai_default_model: the model of single-model Vertex AI requests.
+        metrics_config: metrics settings, ``<setting>=<value>`` each.
+        trace_config: trace settings, ``<setting>=<value>`` each; also the default of
+            ``bind(trace_config=...)`` for spans in your process (docs/tracing.md).
+        cache_config: the response cache and its size, e.g. ``["local,size=1048576"]``.
         cache_directory: folder of cache implementations (default: the Triton install's ``caches``).
         buffer_manager_thread_count: threads that copy tensors.
-        shm_limit_bytes: pytriton_like's own setting: the largest shared-memory arena the relay
-            uses per model instance and direction; a request or response needing more fails with
-            an error naming the size (default: no limit; the arenas are memfds, memory like any
-            other, not files in /dev/shm).
-        relay_spin_us: pytriton_like's own setting: with one batch in flight per instance, how
-            long, in microseconds, the relay's backend polls for the worker's answer before it
-            sleeps (default 0: it sleeps at once). It saves the wake-up of a sleeping thread when
-            CPUs are idle, and costs CPU when they are not; a model whose answers take longer stops
-            spinning by itself, and a model with more instances than half the CPUs never spins.
-        relay_in_flight: pytriton_like's own setting: how many batches the relay keeps in flight
-            per model instance of a non-decoupled model (default 1, at most 16). With 2 or more the
-            backend sends the next batch while the callable runs (it still runs one batch at a
-            time), and a thread per instance answers (bench/README.md measures both).
-        model_control_mode: how the models of ``model_repository`` are loaded: ``"none"`` (the
-            default: all at start), ``"explicit"`` (those in ``load_model`` at start, the others on
-            request) or ``"poll"`` (all at start, then the folder is watched). pytriton_like runs
-            these over the repository itself; tritonserver always runs in explicit mode (see
-            docs/model_management.md).
-        repository_poll_secs: in ``"poll"`` mode, seconds between two scans of the repository
-            (default 15).
+        shm_limit_bytes: pytriton_like's own: the largest shared-memory arena of the relay per model
+            instance and direction; a request needing more fails naming the size (default: no limit).
+        relay_spin_us: pytriton_like's own: µs the relay's backend polls for the answer before it
+            sleeps (default 0); a model with more instances than half the CPUs never polls.
+        relay_in_flight: pytriton_like's own: batches in flight per instance of a non-decoupled
+            model (default 1, at most 16); with more, the next batch is sent while the callable runs.
+        model_control_mode: how ``model_repository``'s models load: ``"none"`` (default: all at
+            start), ``"explicit"`` (``load_model`` at start) or ``"poll"`` (docs/model_management.md).
+        repository_poll_secs: in ``"poll"`` mode, seconds between two scans (default 15).
         load_model: in ``"explicit"`` mode, the repository models loaded at start.
-        extra_args: tritonserver options this class does not name, as a dict
-            (``{"model-load-thread-count": 4, "log-format": "ISO8601"}``; a list value repeats the
-            option, ``None`` passes it without a value) or a list of flags
-            (``["--model-load-thread-count=4"]``). Options pytriton_like controls (ports,
-            addresses, the model-control mode and repositories, backend and cache folders,
-            restricted APIs, the log it reads, endpoints it cannot guard) are refused with a
-            :class:`PyTritonValidationError` that says what to use instead; so are options a
-            field of this class sets (use the field). From the environment:
-            ``PYTRITON_TRITON_CONFIG_EXTRA_ARGS=--model-load-thread-count=4`` (one flag) or
-            ``..._EXTRA_ARGS_0``, ``..._EXTRA_ARGS_1``... (several).
-        drain_secs: pytriton_like's own setting: on SIGTERM, ``serve()`` first makes the server
-            report not ready (``/v2/health/ready`` answers 400, gRPC ``ServerReady`` false) and
-            keeps serving what comes for this many seconds, then stops as ``stop()`` does (in-flight
-            requests finish). Default 5; 0 stops at once. SIGINT and ``stop()`` do not drain;
-            a second signal cuts the drain short. Needs ``strict_readiness`` (Triton's default).
-            See docs/deployment.md.
-        triton_home: pytriton_like's own setting: the Triton install that serves, a folder laid out
-            as ``/opt/tritonserver`` in NVIDIA's containers (``bin/tritonserver``, ``lib/``,
-            ``backends/``); default: the tritonserver shipped with pytriton_like. Its backends are
-            used from where they are (nothing is written into the install) and the relay's backend
-            is loaded next to them; a server whose backend API the relay does not support fails to
-            start with both versions named. From the environment:
-            ``PYTRITON_TRITON_CONFIG_TRITON_HOME=/opt/tritonserver`` (docs/deployment.md).
-        allow_openai / openai_address / openai_port / openai_api_key / openai_max_unread_bytes:
-            pytriton_like's own OpenAI-compatible HTTP endpoint (``/v1/models``, ``/v1/chat/completions``,
-            ``/v1/completions``, ``/v1/embeddings``), off by default; ``allow_openai=True`` serves
-            it on port 9000 of every interface (``openai_address`` to choose), from a process of its
-            own. Requests go through tritonserver's gRPC endpoint to models bound with
-            :mod:`pytriton_like.openai`'s helpers. With ``openai_api_key`` every request needs ``Authorization: Bearer <key>``;
-            without one, an endpoint beyond loopback says so at start. A stream whose client reads
-            more slowly than the model generates ends with an error event, and its generation
-            stops, once ``openai_max_unread_bytes`` (default 1 MiB) wait to be sent. See docs/openai.md.
+        extra_args: tritonserver options no field names: a dict (``{"log-format": "ISO8601"}``; a
+            list value repeats it, ``None`` passes no value) or a list of flags. Options
+            pytriton_like controls, or a field sets, are refused, saying what to use instead.
+        drain_secs: pytriton_like's own: on SIGTERM, ``serve()`` reports not ready and serves on this
+            long before it stops (default 5; 0: at once; docs/deployment.md).
+        triton_home: pytriton_like's own: the Triton install that serves, laid out as NVIDIA's
+            ``/opt/tritonserver`` (default: the shipped tritonserver; docs/deployment.md).
+        allow_openai: pytriton_like's own OpenAI-compatible endpoint, in a process of its own, for
+            models bound with ``pytriton_like.openai`` (default off; docs/openai.md).
+        openai_address: the address the OpenAI endpoint listens on (default: every interface).
+        openai_port: the OpenAI endpoint's port (default 9000).
+        openai_api_key: the key each request must send as ``Authorization: Bearer <key>``.
+        openai_max_unread_bytes: per OpenAI stream, the most bytes generated but not yet sent to a
+            slow client (default 1 MiB); past it the stream ends with an error and its generation stops.
+        max_restarts: pytriton_like's own: how many times tritonserver (or the OpenAI endpoint's
+            process) that died is started again, on the same ports with the same models, within
+            ``restart_window_secs`` (default 20; 0: never); one death more, or three restarts in a
+            row that fail to start, and ``serve()`` raises (docs/reliability.md).
+        restart_window_secs: the window ``max_restarts`` counts in (default 120).
+
+    Raises:
+        PyTritonValidationError: a bad port, HTTP and gRPC both off, a setting out of range or in the
+            wrong mode, ``allow_openai`` without plain gRPC, an ``extra_args`` option pytriton_like controls.
     """
 
     model_repository: Optional[Union[pathlib.Path, str]] = None
@@ -195,6 +207,8 @@ class TritonConfig:
     openai_address: Optional[str] = None
     openai_port: Optional[int] = None
     openai_api_key: Optional[str] = dataclasses.field(default=None, repr=False)
+    max_restarts: Optional[int] = None
+    restart_window_secs: Optional[float] = None
     openai_max_unread_bytes: Optional[int] = None
 
     def __post_init__(self):
@@ -219,6 +233,10 @@ class TritonConfig:
                 "TritonConfig: allow_openai needs the gRPC endpoint without SSL (the OpenAI endpoint forwards requests"
                 " over it, on this machine); leave allow_grpc on and grpc_use_ssl off"
             )
+        try:
+            self.restart_policy()
+        except PyTritonValidationError as exc:
+            raise PyTritonValidationError(f"TritonConfig: {exc}") from None
         _check_control_mode(self)
         self.extra_flags()  # refuses what pytriton_like controls, now rather than at run()
 
@@ -246,6 +264,13 @@ class TritonConfig:
         """``openai_max_unread_bytes``, or its default when unset."""
         return DEFAULT_OPENAI_MAX_UNREAD_BYTES if self.openai_max_unread_bytes is None else self.openai_max_unread_bytes
 
+    def restart_policy(self) -> RestartPolicy:
+        """How often tritonserver and the OpenAI endpoint's process are started again (defaults applied)."""
+        return RestartPolicy(
+            max_restarts=DEFAULT_MAX_RESTARTS if self.max_restarts is None else self.max_restarts,
+            window_s=DEFAULT_RESTART_WINDOW_SECS if self.restart_window_secs is None else self.restart_window_secs,
+        )
+
     def drain_time(self) -> float:
         """``drain_secs``, or its default when unset."""
         return DEFAULT_DRAIN_SECS if self.drain_secs is None else self.drain_secs
@@ -255,6 +280,9 @@ class TritonConfig:
         """A config from a dict of field values, as PyTriton's: strings are converted to the field
         types (``"8000"`` -> 8000, ``"false"`` -> False; a list field takes a list, or one string
         as one item); names that are no field are logged at WARNING and ignored.
+
+        Args:
+            config: field names and their values.
 
         Raises:
             PyTritonValidationError: a value that does not convert to its field's type.
@@ -266,19 +294,26 @@ class TritonConfig:
                 "Ignoring %s=%s as could not find matching config field. Available fields: %s",
                 name, config[name], ", ".join(types),
             )
-        return cls(**{name: _cast(name, types[name], value) for name, value in config.items() if name in types})
+        return cls(**{name: cast(name, types[name], value) for name, value in config.items() if name in types})
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
         """A config from ``PYTRITON_TRITON_CONFIG_*`` variables, values converted to the field types.
 
         A variable that names no field is logged at WARNING and ignored (as PyTriton does).
+
+        Args:
+            environ: the variables to read (default: ``os.environ``).
         """
-        return cls(**_env_values(os.environ if environ is None else environ))
+        return cls(**env_values(os.environ if environ is None else environ, ENV_PREFIX, _field_types()))
 
     def with_env(self, environ: Optional[Mapping[str, str]] = None) -> "TritonConfig":
-        """This config with the fields it leaves ``None`` taken from the environment."""
-        values = _env_values(os.environ if environ is None else environ)
+        """This config with the fields it leaves ``None`` taken from the environment.
+
+        Args:
+            environ: the variables to read (default: ``os.environ``).
+        """
+        values = env_values(os.environ if environ is None else environ, ENV_PREFIX, _field_types())
         return dataclasses.replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None})
 
     def to_dict(self) -> Dict[str, Any]:
@@ -323,74 +358,9 @@ def _check_control_mode(config: TritonConfig) -> None:
         )
 
 
-_LIST_ITEM = re.compile(r"^(.+)_(\d+)$")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
 def _field_types() -> Dict[str, Any]:
     hints = typing.get_type_hints(TritonConfig)
     return {field.name: typing.get_args(hints[field.name])[0] for field in dataclasses.fields(TritonConfig)}
-
-
-def _env_values(environ: Mapping[str, str]) -> Dict[str, Any]:
-    types = _field_types()
-    values: Dict[str, Any] = {}
-    items: Dict[str, Dict[int, str]] = {}
-    unknown = []
-    for name, text in environ.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        key = name[len(ENV_PREFIX) :].lower()
-        match = _LIST_ITEM.match(key)
-        if key not in types and match and typing.get_origin(types.get(match[1])) is list:
-            items.setdefault(match[1], {})[int(match[2])] = text
-            continue
-        if key not in types:
-            unknown.append(name)
-            continue
-        values[key] = _convert(name, types[key], text)
-    if unknown:
-        logger.warning(
-            "ignoring %s: no TritonConfig field of %s (the fields: %s)",
-            ", ".join(sorted(unknown)),
-            "that name" if len(unknown) == 1 else "these names",
-            ", ".join(types),
-        )
-    for key, indexed in items.items():
-        values[key] = [indexed[index] for index in sorted(indexed)]
-    return values
-
-
-def _cast(name: str, kind: Any, value: Any) -> Any:
-    """A from_dict value as its field's type: strings are parsed as the environment's are."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return _convert(name, kind, value)
-    if typing.get_origin(kind) is list:
-        return list(value)
-    if kind is pathlib.Path:
-        return pathlib.Path(value)
-    if kind in (int, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return kind(value)
-    return value
-
-
-def _convert(variable: str, kind: Any, text: str) -> Any:
-    if kind is pathlib.Path and text.startswith("s3://"):
-        return text  # an S3 model repository: a Path would fold its "//"
-    if typing.get_origin(kind) is list:
-        # One item: Triton's values hold commas themselves ("local,size=1048576").
-        return [text]
-    if kind is bool:
-        if text.lower() in _TRUE | _FALSE:
-            return text.lower() in _TRUE
-        raise PyTritonValidationError(f"{variable}={text!r}: expected true or false")
-    try:
-        return kind(text)
-    except ValueError:
-        raise PyTritonValidationError(f"{variable}={text!r}: expected {kind.__name__}") from None
 
 
 def _field_names() -> set:

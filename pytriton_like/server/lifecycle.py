@@ -26,6 +26,7 @@ class TritonLifecyclePolicy:
 
 
 DefaultTritonLifecyclePolicy = TritonLifecyclePolicy()
+"""The policy ``Triton`` takes by default: the server starts as the ``with Triton()`` block is entered."""
 VertextAILifecyclePolicy = TritonLifecyclePolicy(launch_triton_on_startup=False, local_model_store=True)
 """The policy ``Triton`` takes when ``config.allow_vertex_ai`` is set and none is given (PyTriton's name)."""
 

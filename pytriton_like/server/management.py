@@ -7,32 +7,53 @@ owner-only (Triton creates them readable by all; see :meth:`ServerProcess.protec
 """
 
 import contextlib
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Protocol
 
-from ..exceptions import PyTritonServerError
+from ..exceptions import PyTritonInvalidOperationError, PyTritonServerError
 from .control import ControlError, ServerControl
-from .process import ServerProcess
 
-__all__ = ["ServerModels", "LOAD_TIMEOUT_S"]
+__all__ = ["ServerModels", "LOAD_TIMEOUT_S", "no_control"]
 
 # Longest wait for the server to load or unload a model.
 LOAD_TIMEOUT_S = 120
 
 
+class Server(Protocol):
+    """What of the server process the calls need: its log, and its stubs' regions."""
+
+    def log_tail(self) -> str:
+        """The last lines the server printed."""
+
+    def protect_stub_regions(self) -> None:
+        """Make its stubs' shared-memory regions owner-only."""
+
+
 class ServerModels:
     """The model-management calls of a running server (started by ``Triton``, or another's for ``RemoteTriton``).
+
+    It keeps the names of the models loaded through it or at the start (:attr:`loaded`): a server
+    started again loads those.
 
     Args:
         control: the server's control calls.
         server: the server process (for its log, and its stubs' regions); ``None`` for a server
             another process started (``RemoteTriton``).
         name: how errors name the server.
+        loaded: the models the server loaded at its start.
     """
 
-    def __init__(self, control: ServerControl, server: Optional[ServerProcess], name: str = "tritonserver"):
+    def __init__(
+        self, control: ServerControl, server: Optional[Server], name: str = "tritonserver", loaded: Iterable[str] = ()
+    ):
         self.control = control
         self._server = server
         self._name = name
+        self._loaded: Dict[str, None] = dict.fromkeys(loaded)  # in the order they were loaded
+
+    @property
+    def loaded(self) -> List[str]:
+        """The models loaded through these calls (or at the start) and not unloaded since, in load order."""
+        return list(self._loaded)
 
     @contextlib.contextmanager
     def failing_to(self, operation: str) -> Iterator[None]:
@@ -56,12 +77,14 @@ class ServerModels:
         """
         with self.failing_to(operation or f"load model {model_name!r}"):
             self.control.load(model_name, LOAD_TIMEOUT_S, config=config, files=files)
+            self._loaded[model_name] = None
             if self._server is not None:
                 self._server.protect_stub_regions()
 
     def unload(self, model_name: str) -> None:
         """Unload every version of a model; returns once Triton has unloaded it."""
         with self.failing_to(f"unload model {model_name!r}"):
+            self._loaded.pop(model_name, None)
             self.control.unload(model_name, LOAD_TIMEOUT_S)
             self.control.wait_unloaded(model_name, LOAD_TIMEOUT_S)
 
@@ -83,3 +106,10 @@ class ServerModels:
         """Triton's inference statistics of one model or all."""
         with self.failing_to("read inference statistics"):
             return self.control.statistics(model_name)
+
+
+def no_control(operation: str) -> PyTritonInvalidOperationError:
+    """The error of a model-control ``operation`` on a server without its HTTP endpoint."""
+    return PyTritonInvalidOperationError(
+        f"cannot {operation}: model control goes through the HTTP endpoint, which allow_http=False disabled"
+    )

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ..exceptions import PyTritonServerError
 from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX
+from ..supervisor import describe_exit
 from .reaper import group_members, start_reaper, stop_reaper
 
 __all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits", "PRIVATE_UMASK"]
@@ -96,7 +97,7 @@ class ServerProcess:
         self._reaper: Optional[subprocess.Popen] = None  # ends the stubs should this process die
         self._stopped = False  # stop() began: no reaper starts after it
         self._spawn_error: Optional[BaseException] = None
-        self._exit_listeners: List = []
+        self._exit_reader, self._exit_writer = os.pipe()  # written once the process exited
         self.returncode: Optional[int] = None
 
     @property
@@ -111,15 +112,19 @@ class ServerProcess:
         """Whether the process was started and has not exited."""
         return self._process is not None and self.returncode is None
 
-    def add_exit_listener(self, callback) -> None:
-        """Call ``callback(returncode)`` from the watcher thread when the process exits."""
-        self._exit_listeners.append(callback)
-
     def start(self, timeout_s: float) -> None:
         """Start the server and wait until every endpoint listens; raise PyTritonServerError if it fails."""
+        self.spawn()
+        self.wait_ready(timeout_s)
+
+    def spawn(self) -> None:
+        """Start the process, from a thread of its own that lives as long as it does; returns at once."""
         with self._changed:
             self._state = ServerState.STARTING
         threading.Thread(target=self._watch, name="tritonserver-watch", daemon=True).start()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Wait until every endpoint listens; raise PyTritonServerError if the server exited or took too long."""
         with self._changed:
             done = self._changed.wait_for(lambda: self._state is not ServerState.STARTING, timeout_s)
             state = self._state
@@ -128,13 +133,22 @@ class ServerProcess:
         if state is ServerState.EXITED:
             errors = "\n".join(self._errors or list(self._tail)[-_QUOTED_LINES:])
             raise PyTritonServerError(
-                f"tritonserver exited with code {self.returncode} while starting:\n{errors}", log_tail=self.log_tail()
+                f"tritonserver {describe_exit(self.returncode)} while starting:\n{errors}", log_tail=self.log_tail()
             )
         if not done:
             self.stop(timeout_s=5)
             raise PyTritonServerError(
                 f"tritonserver did not become ready within {timeout_s:.0f} s", log_tail=self.log_tail()
             )
+
+    @property
+    def exit_fd(self) -> int:
+        """A descriptor that becomes readable once the process exited (and its last lines were read)."""
+        return self._exit_reader
+
+    def exit_cause(self) -> str:
+        """How the process ended, in words (``"killed by SIGABRT"``), or that it runs."""
+        return describe_exit(self.returncode)
 
     def _watch(self) -> None:
         try:
@@ -152,6 +166,7 @@ class ServerProcess:
         except OSError as exc:
             self._spawn_error = exc
             self._set_state(ServerState.EXITED)
+            self._say_exited()
             return
         logger.info("tritonserver started (pid %d), log in %s", self._process.pid, self.log_file)
         # The stubs inherit the server's output: the pipe may outlive the server, so its end is
@@ -168,10 +183,14 @@ class ServerProcess:
         # Its last lines (why it exited) may still be in the pipe: read them before saying it
         # exited. Only a little while: stubs still running keep the pipe open.
         pump.join(_DRAIN_TIMEOUT_S)
-        logger.info("tritonserver (pid %d) exited with code %d", self._process.pid, self.returncode)
+        logger.info("tritonserver (pid %d) %s", self._process.pid, describe_exit(self.returncode))
         self._set_state(ServerState.EXITED)
-        for callback in self._exit_listeners:
-            callback(self.returncode)
+        self._say_exited()
+
+    def _say_exited(self) -> None:
+        with self._changed:
+            if self._exit_writer >= 0:
+                os.write(self._exit_writer, b"x")
 
     def _pump_log(self) -> None:
         fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -257,6 +276,7 @@ class ServerProcess:
             self._stopped = True
             process = self._process
         if process is None:
+            self._close_exit_pipe()
             return True
         exited_by_itself = True
         if self._state is not ServerState.EXITED:
@@ -270,7 +290,15 @@ class ServerProcess:
         _kill_group(process.pid)
         if self._reaper is not None:
             stop_reaper(self._reaper)
+        self._close_exit_pipe()
         return exited_by_itself
+
+    def _close_exit_pipe(self) -> None:
+        with self._changed:
+            for fd in (self._exit_reader, self._exit_writer):
+                if fd >= 0:
+                    os.close(fd)
+            self._exit_reader = self._exit_writer = -1
 
 
 def _kill_group(pgid: int) -> None:

@@ -350,7 +350,7 @@ def test_the_backend_fails_the_batch_in_flight_at_once_when_its_worker_connectio
         try:
             assert entered.wait(10)
             (model,) = list(triton._models)  # noqa: SLF001 - to break the relay's connection from our side
-            for peer in list(model._workers[0]._peers.values()):  # noqa: SLF001
+            for peer in list(model._servers[0]._peers.values()):  # noqa: SLF001
                 peer.channel.socket.shutdown(socket.SHUT_RDWR)
             caller.join(10)
             assert not caller.is_alive()

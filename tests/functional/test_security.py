@@ -315,7 +315,8 @@ SERVE_SCRIPT = textwrap.dedent(
     from pytriton_like.model_config import Tensor
     from pytriton_like.triton import Triton, TritonConfig
 
-    config = TritonConfig(http_port=int(sys.argv[1]), grpc_port=int(sys.argv[2]), metrics_port=int(sys.argv[3]))
+    config = TritonConfig(http_port=int(sys.argv[1]), grpc_port=int(sys.argv[2]), metrics_port=int(sys.argv[3]),
+                          max_restarts=0)
     with Triton(config=config) as triton:
         triton.bind(model_name="Identity", infer_func=lambda requests: [{"y": r["x"]} for r in requests],
                     inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
@@ -327,7 +328,7 @@ SERVE_SCRIPT = textwrap.dedent(
 )
 
 
-def test_serve_fails_when_tritonserver_dies():
+def test_serve_fails_when_tritonserver_dies_and_may_not_be_restarted():
     ports = free_ports(3)
     with subprocess.Popen([sys.executable, "-c", SERVE_SCRIPT, *map(str, ports)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True) as process:
@@ -340,14 +341,16 @@ def test_serve_fails_when_tritonserver_dies():
             if process.poll() is None:
                 process.kill()
     assert process.returncode != 0
-    assert "PyTritonServerError: tritonserver exited unexpectedly with code -9 while serving" in stderr
+    assert "PyTritonServerError: tritonserver exited unexpectedly (killed by SIGKILL" in stderr
+    assert "while serving, and was not started again" in stderr
     assert "tail of the tritonserver log" in stderr
 
 
 def test_run_users_see_is_alive_false_and_an_error_log(caplog):
-    with caplog.at_level(logging.ERROR, logger="pytriton_like"), Triton(config=free_config()) as triton:
+    config = free_config(max_restarts=0)
+    with caplog.at_level(logging.ERROR, logger="pytriton_like"), Triton(config=config) as triton:
         triton.bind(model_name="Double", infer_func=double, inputs=FLOAT_IN, outputs=FLOAT_OUT)
         triton.run()
         os.kill(triton._server.pid, signal.SIGKILL)  # noqa: SLF001 - the server process, to kill it
         assert wait_for(lambda: not triton.is_alive(), 30)
-        assert wait_for(lambda: any("exited unexpectedly with code -9" in r.message for r in caplog.records), 10)
+        assert wait_for(lambda: any("tritonserver exited unexpectedly (killed by SIGKILL" in r.message for r in caplog.records), 10)

@@ -23,6 +23,7 @@ from pytriton_like.client.exceptions import PyTritonClientInferenceServerError, 
 from pytriton_like.decorators import batch, triton_context
 from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, SequenceBatcher, Tensor
+from pytriton_like.supervisor import RESTART_GRACE_S
 from pytriton_like.triton import RemoteTriton, Triton, WorkerOptions
 
 from .conftest import checked_for_leaks, free_config, url_of, wait_for
@@ -261,7 +262,7 @@ def test_a_killed_worker_fails_its_batch_and_is_started_again(tmp_path, caplog):
             while len(seen) < 2 and time.monotonic() < deadline:
                 seen.add(int(client.infer_sample(np.array([0.0], F32))["y"][0]))
         assert len(seen) == 2 and busy not in seen
-    assert "worker 0 of model 'Slow' died" in caplog.text or "worker 1 of model 'Slow' died" in caplog.text
+    assert "of model 'Slow' exited unexpectedly (killed by SIGKILL" in caplog.text
     assert "killed by SIGKILL" in caplog.text
 
 
@@ -377,15 +378,58 @@ def test_fork_is_refused_once_cuda_is_initialised(monkeypatch):
                         worker_options=WorkerOptions(start_method="fork"))
 
 
-def test_the_model_is_not_ready_while_no_worker_lives(caplog):
+class SlowToRestart(WhoAmI):
+    """Sets up for longer than the supervisor's grace once its marker file exists: a slow restart."""
+
+    def __init__(self, marker):
+        super().__init__()
+        self.marker = str(marker)
+
+    def setup_worker(self, worker):
+        super().setup_worker(worker)
+        if os.path.exists(self.marker):
+            time.sleep(RESTART_GRACE_S + 3)
+
+
+def ready_throughout(url: str, model: str, seconds: float) -> bool:
+    """Whether ``model`` reported ready at every check for ``seconds``."""
+    deadline = time.monotonic() + seconds
+    with create_client_from_url(url) as raw:
+        while time.monotonic() < deadline:
+            if not raw.is_model_ready(model):
+                return False
+            time.sleep(0.05)
+    return True
+
+
+def test_workers_back_within_the_grace_leave_the_model_loaded(caplog):
     config = free_config()
     with checked_for_leaks(), Triton(config=config) as triton:
         triton.bind(model_name="Who", infer_func=WhoAmI(), inputs=X, outputs=WHO, config=ModelConfig(max_batch_size=8),
                     workers=2)
         triton.run()
         url = url_of(config, "http")
-        with ModelClient(url, "Who") as client:
-            pids = {int(client.infer_sample(np.array([1.0], F32))["pid"][0]) for _ in range(40)}
+        pids = {pid for pid, _, _ in who_answers(url, calls=40, threads=2)}
+        assert len(pids) == 2
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        assert ready_throughout(url, "Who", RESTART_GRACE_S + 2)  # never unloaded: both were back within the grace
+        answers = who_answers(url, calls=20, threads=2)
+        assert {pid for pid, _, _ in answers}.isdisjoint(pids)
+    assert caplog.text.count("of model 'Who' serves again") == 2
+    assert "model 'Who' is not ready" not in caplog.text
+
+
+def test_the_model_is_not_ready_while_no_worker_lives(caplog, tmp_path):
+    config = free_config()
+    marker = tmp_path / "restarting"
+    with checked_for_leaks(), Triton(config=config) as triton:
+        triton.bind(model_name="Who", infer_func=SlowToRestart(marker), inputs=X, outputs=WHO,
+                    config=ModelConfig(max_batch_size=8), workers=2)
+        triton.run()
+        marker.touch()
+        url = url_of(config, "http")
+        pids = {pid for pid, _, _ in who_answers(url, calls=40, threads=2)}
         assert len(pids) == 2
         with create_client_from_url(url) as raw:
             for pid in pids:

@@ -6,6 +6,7 @@ import socket
 import aiohttp
 import grpc
 import pytest
+from geventhttpclient.response import HTTPConnectionClosed
 from tritonclient.utils import InferenceServerException
 
 from pytriton_like.client.error_mapping import ErrorContext, map_errors, translate_error
@@ -55,6 +56,7 @@ def server_error(status, message="server says no"):
         (ConnectionResetError(104, "reset"), PyTritonClientModelUnavailableError),
         (socket.gaierror(-2, "Name or service not known"), PyTritonClientModelUnavailableError),
         (aiohttp.ServerDisconnectedError(), PyTritonClientModelUnavailableError),
+        (HTTPConnectionClosed("connection closed."), PyTritonClientModelUnavailableError),  # the server died mid-answer
         (server_error("500", "boom: callable failed"), PyTritonClientInferenceServerError),
         (server_error("400", "unexpected shape"), PyTritonClientInferenceServerError),
         (server_error("StatusCode.INTERNAL"), PyTritonClientInferenceServerError),

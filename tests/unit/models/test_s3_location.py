@@ -41,7 +41,7 @@ class _Repository:
 
 
 def test_a_start_failure_blaming_s3_names_the_repository_url():
-    from pytriton_like.startup import name_remote_repository as _name_remote_repository  # noqa: PLC0415
+    from pytriton_like.models.s3_repository import name_remote_repository as _name_remote_repository  # noqa: PLC0415
 
     error = PyTritonServerError(
         "tritonserver exited with code 1 while starting: error: creating server: Internal - "

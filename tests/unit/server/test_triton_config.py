@@ -9,6 +9,7 @@ import pytest
 
 from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.server.command_line import server_argv
+from pytriton_like.supervisor import RestartPolicy
 from pytriton_like.server.config import ENV_PREFIX, TritonConfig
 
 # Every option `tritonserver --help` of the bundled tritonserver 2.51.0 lists.
@@ -301,10 +302,29 @@ def test_argv_head_repositories_control_mode_and_startup_models():
         f"--backend-directory={BACKENDS}",
         f"--cache-directory={CACHES}",
         "--model-control-mode=explicit",
-        "--load-model=A",
+        "--backend-config=pytriton_like,server-restarts=0",
     ]
     assert values_of(args, "load-model") == ["A", "b-2"]
     assert values_of(args, "model-control-mode") == ["explicit"]
+
+
+def test_argv_tells_the_relay_backend_how_often_the_server_was_restarted():
+    args = server_argv(
+        TritonConfig(), binary=BINARY, model_repositories=[], backend_directory=BACKENDS, cache_directory=CACHES,
+        startup_models=[], restarts=3,
+    )
+    assert values_of(args, "backend-config") == ["pytriton_like,server-restarts=3"]
+
+
+def test_restart_policy_defaults_fields_and_environment():
+    assert TritonConfig().restart_policy() == RestartPolicy(max_restarts=20, window_s=120.0)
+    assert TritonConfig(max_restarts=0, restart_window_secs=5).restart_policy() == RestartPolicy(0, 5.0)
+    config = TritonConfig.from_env(env(max_restarts="3", restart_window_secs="120"))
+    assert config.restart_policy() == RestartPolicy(max_restarts=3, window_s=120.0)
+    assert "--max-restarts" not in " ".join(argv(config))
+    for fields in ({"max_restarts": -1}, {"restart_window_secs": 0}):
+        with pytest.raises(PyTritonValidationError, match=r"^TritonConfig: "):
+            TritonConfig(**fields)
 
 
 def test_argv_default_config():
@@ -313,12 +333,13 @@ def test_argv_default_config():
         "model-repository": "/nonexistent/repo",
         "backend-directory": str(BACKENDS),
         "cache-directory": str(CACHES),
+        "backend-config": "pytriton_like,server-restarts=0",
         "model-control-mode": "explicit",
         "http-port": "8000",
         "grpc-port": "8001",
         "metrics-port": "8002",
     }
-    assert len(args) == 8
+    assert len(args) == 9
     assert values_of(args, "load-model") == []
 
 
@@ -400,12 +421,14 @@ def test_argv_every_flag_is_a_tritonserver_option():
     assert unset == [
         "model_repository", "log_file", "shm_limit_bytes", "relay_spin_us", "relay_in_flight", "model_control_mode",
         "repository_poll_secs", "load_model", "extra_args", "drain_secs", "triton_home",
-        "allow_openai", "openai_address", "openai_port", "openai_api_key",  # the OpenAI endpoint runs in our process
+        "allow_openai", "openai_address", "openai_port", "openai_api_key",  # the OpenAI endpoint is a process of ours
+        "max_restarts", "restart_window_secs",  # how pytriton_like restarts tritonserver and the endpoint
         "openai_max_unread_bytes",
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS
-    assert len(emitted) == len(dataclasses.fields(TritonConfig)) - len(unset) + 4  # + repository, backends, control, load
+    # + repository, backends, control, load, the relay backend's config
+    assert len(emitted) == len(dataclasses.fields(TritonConfig)) - len(unset) + 5
 
 
 def test_openai_endpoint_fields():

@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""Try to break the server, and count what survived (docs/reliability.md).
+
+Each run serves bench/serve_chat.py with ``--probe`` (a streaming chat model of 64 pieces sent as
+fast as it can, and the plain models ``probe`` and ``slow``), started and stopped through
+bench/servers.py. A prober calls ``probe`` over HTTP every 20 ms through the whole run; the share
+of 100 ms slots in which a call was answered is the share of time served, and each span without
+an answer is an outage, its length the seconds to serve again.
+
+- ``storm endpoint``: ``--clients`` clients stream chat completions through the OpenAI endpoint,
+  a share ``--cut`` of them closing the connection after 5 pieces (a user closing a browser tab).
+- ``storm grpc``: the same as raw gRPC ``ModelStreamInfer`` calls to Triton, cancelled to cut
+  (RST_STREAM): what makes tritonserver 2.51 abort (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS).
+- ``storm deadlines``: unary gRPC ``ModelInfer`` calls to ``slow`` (20 ms) with deadlines of 1 to
+  40 ms, many expiring.
+- ``kill tritonserver|endpoint|worker``: ``--times`` times, SIGKILL of that process (a worker:
+  one of ``probe``'s two worker processes) while the prober runs; prints the seconds until the
+  server answered again (the endpoint: until ``/health`` answered 200).
+
+Each run prints one JSON line: tritonserver's restarts (the ``pytriton_like_server_restarts``
+metric; for ``storm`` they are aborts), whether the serving process survived, the outages, the
+share served and, for the storms, the streams whole / cut / short. Exits 1 when the serving
+process died or a stream that was not cut ended short.
+
+Usage:
+    .venv/bin/python bench/reliability.py storm endpoint|grpc|deadlines [--runs 1] [--seconds 15] [--clients 16] [--cut 0.3]
+    .venv/bin/python bench/reliability.py kill tritonserver|endpoint|worker [--times 3]
+"""
+
+import argparse
+import asyncio
+import http.client
+import json
+import os
+import pathlib
+import random
+import re
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from typing import Dict, List, Optional
+
+import psutil
+
+import servers
+import streams
+from openai_endpoint import MODEL, TOKENS, grpc_request_message, grpc_stream_once, stream_once
+
+HERE = pathlib.Path(__file__).resolve().parent
+STOP_GRACE_S = 30
+_PROBE_BODY = json.dumps({
+    "inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}],
+}).encode()
+_SLOT_S = 0.1
+
+
+class Prober:
+    """Calls ``probe`` every 20 ms on a thread; records when calls were answered."""
+
+    def __init__(self, port: int):
+        self._port = port
+        self._headers = {"Content-Type": "application/json"}
+        self._answered: List[float] = []
+        self._stop = threading.Event()
+        self.started = time.monotonic()
+        self.stopped = self.started
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        connection = None
+        while not self._stop.wait(0.02):
+            try:
+                if connection is None:
+                    connection = http.client.HTTPConnection("127.0.0.1", self._port, timeout=1)
+                connection.request("POST", "/v2/models/probe/infer", _PROBE_BODY, self._headers)
+                answer = connection.getresponse()
+                answer.read()
+                if answer.status == 200:
+                    self._answered.append(time.monotonic())
+            except (OSError, http.client.HTTPException):
+                if connection is not None:
+                    connection.close()
+                connection = None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.stopped = time.monotonic()
+
+    def answered_since(self, moment: float) -> Optional[float]:
+        """The first time after ``moment`` a call was answered."""
+        return next((at for at in self._answered if at > moment), None)
+
+    def report(self) -> Dict[str, object]:
+        """The share of 100 ms slots with an answer, and each span of 0.3 s or more without one."""
+        slots = max(1, int((self.stopped - self.started) / _SLOT_S))
+        served = {int((at - self.started) / _SLOT_S) for at in self._answered}
+        outages, last = [], self.started
+        for at in self._answered + [self.stopped]:
+            if at - last >= 0.3:
+                outages.append(round(at - last, 2))
+            last = at
+        return {"share_served": round(len(served & set(range(slots))) / slots, 3), "outages_s": outages}
+
+
+def start(workdir: pathlib.Path, probe_workers: int = 1) -> servers.Server:
+    options = ["--probe", f"--probe-workers={probe_workers}", f"--pieces={TOKENS}"]
+    return servers.start_script(
+        HERE / "serve_chat.py", options, "reliability", "pytriton_like under a storm", workdir,
+        port_names=("http", "grpc", "metrics", "openai"),
+    )
+
+
+def restarts(server: servers.Server) -> Optional[int]:
+    """tritonserver's restarts, from the relay backend's metric (None: the metrics endpoint is down)."""
+    try:
+        with urllib.request.urlopen(server.url("/metrics", port="metrics"), timeout=2) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return None
+    found = re.search(r"^pytriton_like_server_restarts (\d+)", text, re.M)
+    return int(found.group(1)) if found else None
+
+
+def serving_alive(server: servers.Server) -> bool:
+    return server.tree.popen.poll() is None
+
+
+async def deadline_once(stub, request) -> str:
+    import grpc  # noqa: PLC0415
+
+    try:
+        await stub.ModelInfer(request, timeout=random.uniform(0.001, 0.04))
+        return "answered"
+    except grpc.aio.AioRpcError as exc:
+        return "expired" if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED else f"error {exc.code().name}"
+
+
+async def storm_load(server: servers.Server, kind: str, args) -> Counter:
+    import aiohttp  # noqa: PLC0415
+    import grpc  # noqa: PLC0415
+    from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: PLC0415
+
+    counts: Counter = Counter()
+    deadline = time.monotonic() + args.seconds
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    if kind == "grpc":
+        request = grpc_request_message()
+
+        def once():
+            return grpc_stream_once(stub, request, random.random() < args.cut)
+    elif kind == "endpoint":
+        url, body = server.url("/v1/chat/completions", port="openai"), streams.chat_body(MODEL)
+
+        def once():
+            return stream_once(session, url, body, random.random() < args.cut)
+    else:
+        tensor = service_pb2.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1, 1])
+        tensor.contents.fp32_contents.append(1.0)
+        request = service_pb2.ModelInferRequest(model_name="slow", inputs=[tensor])
+
+        def once():
+            return deadline_once(stub, request)
+
+    async def client():
+        while time.monotonic() < deadline:
+            try:
+                counts[await asyncio.wait_for(once(), 5.0)] += 1
+            except asyncio.TimeoutError:
+                counts["timed out"] += 1
+            except (aiohttp.ClientError, grpc.aio.AioRpcError) as exc:  # the server restarting: counted, go on
+                counts[f"connection error ({type(exc).__name__})"] += 1
+                await asyncio.sleep(0.05)
+
+    try:
+        await asyncio.gather(*(client() for _ in range(args.clients)))
+    finally:
+        await channel.close()
+        await session.close()
+    return counts
+
+
+def storm(args) -> int:
+    failed = 0
+    for number in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="bench-reliability-") as tmp:
+            server = start(pathlib.Path(tmp))
+            try:
+                prober = Prober(server.http_port)
+                counts = asyncio.run(storm_load(server, args.kind, args))
+                time.sleep(3)  # a restart under way ends, for the share and the count
+                prober.stop()
+                report = {"run": number + 1, "load": args.kind, "seconds": args.seconds, "clients": args.clients,
+                          "restarts": restarts(server), "serving_process_alive": serving_alive(server),
+                          **prober.report(), "calls": dict(counts)}
+            finally:
+                server.stop(STOP_GRACE_S)
+        bad = not report["serving_process_alive"] or counts.get("short", 0) > 0
+        failed += bad
+        print(json.dumps(report), flush=True)
+    return 1 if failed else 0
+
+
+def child_pid(server: servers.Server, what: str) -> int:
+    """The pid of tritonserver, the endpoint's process, or one of probe's worker processes."""
+    for process in psutil.Process(server.tree.pid).children(recursive=True):
+        try:
+            cmdline = " ".join(process.cmdline())
+        except psutil.Error:
+            continue
+        if what == "tritonserver" and process.name() == "tritonserver":
+            return process.pid
+        if what == "endpoint" and "pytriton_like.openai.service" in cmdline:
+            return process.pid
+        if what == "worker" and "spawn_main" in cmdline and process.ppid() == server.tree.pid:
+            return process.pid
+    raise RuntimeError(f"no {what} process under {server.tree.pid}")
+
+
+def endpoint_answers(server: servers.Server) -> bool:
+    try:
+        with urllib.request.urlopen(server.url("/health", port="openai"), timeout=1) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def kill(args) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench-reliability-") as tmp:
+        server = start(pathlib.Path(tmp), probe_workers=2)
+        try:
+            prober = Prober(server.http_port)
+            back_after = []
+            for _ in range(args.times):
+                time.sleep(2)
+                pid = child_pid(server, args.what)
+                killed = time.monotonic()
+                os.kill(pid, signal.SIGKILL)
+                if args.what == "endpoint":
+                    time.sleep(0.05)
+                    while not endpoint_answers(server) and time.monotonic() - killed < 60:
+                        time.sleep(0.02)
+                    back = time.monotonic()
+                else:
+                    time.sleep(0.2)  # the death seen
+                    deadline = killed + 60
+                    while time.monotonic() < deadline and prober.answered_since(killed + 0.2) is None:
+                        time.sleep(0.02)
+                    back = prober.answered_since(killed + 0.2) or float("nan")
+                back_after.append(round(back - killed, 2))
+            time.sleep(1)
+            prober.stop()
+            report = {"killed": args.what, "times": args.times, "served_again_after_s": back_after,
+                      "restarts": restarts(server), "serving_process_alive": serving_alive(server), **prober.report()}
+        finally:
+            server.stop(STOP_GRACE_S)
+    print(json.dumps(report), flush=True)
+    return 0 if report["serving_process_alive"] else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    one = commands.add_parser("storm", help="a load that tries to make tritonserver abort; what was served")
+    one.add_argument("kind", choices=("endpoint", "grpc", "deadlines"))
+    one.add_argument("--runs", type=int, default=1, help="runs, each with a server of its own")
+    one.add_argument("--seconds", type=float, default=15.0)
+    one.add_argument("--clients", type=int, default=16)
+    one.add_argument("--cut", type=float, default=0.3, help="share of streams closed after 5 pieces")
+    two = commands.add_parser("kill", help="SIGKILL one process of the server, and time until it serves again")
+    two.add_argument("what", choices=("tritonserver", "endpoint", "worker"))
+    two.add_argument("--times", type=int, default=3)
+    args = parser.parse_args()
+    return storm(args) if args.command == "storm" else kill(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""tritonserver as a supervised :class:`~pytriton_like.supervisor.Child`: when it dies, the same
+server is started again, on the same ports, with the models loaded at that moment.
+
+Only tritonserver comes back: the user's process, its loaded models, the relay servers and the
+worker processes stay, and the new server's backend instances connect to them again.
+"""
+
+import pathlib
+from typing import Callable, Dict, List, Optional, Sequence
+
+from ..supervisor import Child, RestartPolicy
+from .process import ServerProcess
+
+__all__ = ["TritonServerChild"]
+
+
+class TritonServerChild(Child):
+    """The tritonserver of one run, across its restarts.
+
+    Args:
+        command: tritonserver's command line for its ``n``-th restart (0: the first start).
+        env: its environment.
+        log_file: where its output goes (appended at each start).
+        endpoints: the endpoints it must say it started ("HTTP", "gRPC", "metrics").
+        models_ready: checks, once the endpoints listen, that the models it loaded are ready
+            (raises ``PyTritonServerError`` when one is not).
+        policy: how often it is started again.
+        start_timeout_s: how long a start may take.
+        on_given_up: called with how it ended when it is not started again (the bound is reached).
+        on_back: called once a restarted server serves.
+    """
+
+    name = "tritonserver"
+
+    def __init__(
+        self,
+        *,
+        command: Callable[[int], Sequence[str]],
+        env: Dict[str, str],
+        log_file: pathlib.Path,
+        endpoints: List[str],
+        models_ready: Callable[[], None],
+        policy: RestartPolicy,
+        start_timeout_s: float,
+        on_given_up: Callable[[str], None],
+        on_back: Callable[[], None],
+    ):
+        self.policy = policy
+        self.process: Optional[ServerProcess] = None
+        self._command = command
+        self._env = env
+        self._log_file = log_file
+        self._endpoints = endpoints
+        self._models_ready = models_ready
+        self._start_timeout_s = start_timeout_s
+        self._on_given_up = on_given_up
+        self._on_back = on_back
+        self._starts = 0
+
+    def start(self) -> None:
+        if self.process is not None:  # what the dead one left: its stubs, its reaper
+            self.process.stop(timeout_s=0)
+        self.process = ServerProcess(self._command(self._starts), self._env, self._log_file, self._endpoints)
+        self._starts += 1
+        self.process.spawn()
+
+    def ready(self) -> None:
+        self.process.wait_ready(self._start_timeout_s)
+        self._models_ready()
+        self.process.protect_stub_regions()
+
+    def sentinel(self) -> int:
+        return self.process.exit_fd
+
+    def exit_cause(self) -> str:
+        return self.process.exit_cause()
+
+    def exit_details(self) -> str:
+        return f"the end of its log:\n{self.process.log_tail()}"
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop(timeout_s=self._start_timeout_s)
+
+    def given_up(self, cause: str) -> None:
+        self._on_given_up(cause)
+
+    def back(self) -> None:
+        self._on_back()
+
+    def log_tail(self) -> str:
+        """The last lines the current server printed."""
+        return self.process.log_tail() if self.process is not None else ""
+
+    def protect_stub_regions(self) -> None:
+        """Make the current server's stubs' shared-memory regions owner-only (after each load)."""
+        if self.process is not None:
+            self.process.protect_stub_regions()
