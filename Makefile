@@ -15,21 +15,27 @@ NUMPY1_TESTS := tests/unit tests/integration \
 	tests/functional/test_examples.py::test_model_repository_serves_a_hand_written_model_and_two_versions \
 	tests/functional/test_examples.py::test_s3_repository_served_from_a_stand_in_s3_server
 
-.PHONY: demo test venv venv-numpy1 test-numpy1 smoke-pythons soak test-deploy clean sanitize fuzz docs
+.PHONY: demo test venv venv-numpy1 test-numpy1 dist smoke-pythons soak test-deploy clean sanitize fuzz docs
 
 venv: $(STAMP)
 venv-numpy1: $(STAMP_NUMPY1)
 
-$(STAMP): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
+# What the build reads: a change to any of it rebuilds the venvs' editable installs.
+BUILD_INPUTS := pyproject.toml setup.py $(wildcard build_support/*.py native/*.c native/*.h native/flags.mk)
+# The project's own builds make the C compiler's warnings errors (native/flags.mk); a user's
+# `pip install` does not.
+STRICT_BUILD := PYTRITON_LIKE_WERROR=1
+
+$(STAMP): $(BUILD_INPUTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]" "numpy>=2"
+	$(STRICT_BUILD) $(BIN)/python -m pip install --quiet -e ".[test]" "numpy>=2"
 	touch $(STAMP)
 
-$(STAMP_NUMPY1): pyproject.toml setup.py $(wildcard native/*.c native/*.h)
+$(STAMP_NUMPY1): $(BUILD_INPUTS)
 	test -x $(VENV_NUMPY1)/bin/python || $(PYTHON) -m venv $(VENV_NUMPY1)
 	$(VENV_NUMPY1)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV_NUMPY1)/bin/python -m pip install --quiet -e ".[test]" "numpy>=1.26,<2" "nvidia-pytriton==0.7.0"
+	$(STRICT_BUILD) $(VENV_NUMPY1)/bin/python -m pip install --quiet -e ".[test]" "numpy>=1.26,<2" "nvidia-pytriton==0.7.0"
 	touch $(STAMP_NUMPY1)
 
 demo: $(STAMP)
@@ -52,11 +58,40 @@ test: $(STAMP) $(STAMP_NUMPY1)
 test-numpy1: $(STAMP_NUMPY1)
 	$(VENV_NUMPY1)/bin/python -m pytest -p no:cacheprovider $(NUMPY1_TESTS)
 
-# pytriton_like's wheel built once, installed from wheels alone (pip --only-binary :all:) into a
-# fresh venv of every Python of requires-python (pyenv's), and served there: a model called over
-# HTTP and gRPC, then stopped (tools/smoke_pythons.py). Not part of `make test`: it takes minutes.
+# The release: dist/ gets the sdist and the manylinux wheels for x86_64 and aarch64 (the latter
+# cross-compiled with Debian's gcc-aarch64-linux-gnu, installed here), each checked with
+# `auditwheel show` (its tag is the one the files allow) and `twine check` (tools/dist.py).
+DIST_TOOLS := $(VENV)/.dist-tools-stamp
+CROSS_PACKAGES := gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+NEED_CROSS := dpkg -s $(CROSS_PACKAGES) >/dev/null 2>&1 || apt-get install -y $(CROSS_PACKAGES) \
+	|| (apt-get update && apt-get install -y $(CROSS_PACKAGES))
+
+$(DIST_TOOLS): $(STAMP)
+	$(BIN)/python -m pip install --quiet "build>=1.2" "auditwheel>=6.4" "twine>=6.1"
+	touch $(DIST_TOOLS)
+
+dist: $(DIST_TOOLS)
+	@$(NEED_CROSS)
+	$(BIN)/python tools/dist.py
+
+# The aarch64 wheel of dist/ served under qemu-user on this x86_64 machine: its tritonserver and
+# relay backend, a model called over HTTP and gRPC (tools/smoke_aarch64.py; it fetches Debian's
+# aarch64 zlib with apt-get into a folder of its own).
+QEMU_PACKAGES := qemu-user libstdc++6-arm64-cross
+NEED_QEMU := dpkg -s $(QEMU_PACKAGES) >/dev/null 2>&1 || apt-get install -y $(QEMU_PACKAGES) \
+	|| (apt-get update && apt-get install -y $(QEMU_PACKAGES))
+.PHONY: smoke-aarch64
+smoke-aarch64: dist
+	@$(NEED_QEMU)
+	$(BIN)/python tools/smoke_aarch64.py
+
+# pytriton_like's sdist and wheel built once; into a fresh venv of every Python of requires-python
+# (pyenv's), the wheel installed from wheels alone (pip --only-binary :all:, no compiler on PATH),
+# and the sdist built and installed with no index but a local wheelhouse (PYTRITON_LIKE_TRITON_WHEEL
+# naming NVIDIA's wheel there); each served: a model called over HTTP and gRPC, then stopped
+# (tools/smoke_pythons.py). Not part of `make test`: it takes minutes.
 SMOKE_PYTHONS ?= 3.9 3.10 3.11 3.12 3.13
-smoke-pythons: $(STAMP)
+smoke-pythons: $(DIST_TOOLS)
 	$(BIN)/python tools/smoke_pythons.py $(SMOKE_PYTHONS)
 
 # 60 s of 32 clients against a real server (tests/soak); results in tests/soak/results/latest.json.
@@ -74,7 +109,7 @@ test-deploy: $(STAMP)
 	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
-	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build site pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
+	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build dist site pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
 	$(MAKE) -C native clean
 
 # The relay's backend, the token-hiding library and the reaper's waiting program built with
@@ -180,6 +215,18 @@ bench-relay: $(STAMP)
 .PHONY: bench-openai
 bench-openai: $(STAMP)
 	$(BIN)/python bench/openai_endpoint.py $(or $(ARGS),latency)
+
+# Trying to break the server (bench/reliability.py, docs/reliability.md): cancel storms through the
+# OpenAI endpoint and over raw gRPC, expiring deadlines, tritonserver / the endpoint / a worker killed;
+# prints restarts, outages (seconds to serve again) and the share of time served. The default, all of
+# them once, takes about 4 minutes:
+#   make bench-reliability ARGS="storm grpc --seconds 60"
+.PHONY: bench-reliability
+bench-reliability: $(STAMP)
+	$(if $(ARGS),$(BIN)/python bench/reliability.py $(ARGS),$(BIN)/python bench/reliability.py storm endpoint && \
+		$(BIN)/python bench/reliability.py storm grpc && $(BIN)/python bench/reliability.py storm deadlines && \
+		$(BIN)/python bench/reliability.py kill tritonserver && $(BIN)/python bench/reliability.py kill endpoint && \
+		$(BIN)/python bench/reliability.py kill worker)
 
 # pytriton_like against LitServe and Ray Serve on the same workloads, one server at a time (bench/peers.py,
 # docs/performance.md): tiny requests, a CPU-bound callable in 1 and 2 processes, OpenAI-style streams.

@@ -2,43 +2,60 @@
 native/hide_token.c (preloaded into tritonserver: docs/security.md) into
 pytriton_like/relay/libpytriton_like_hide_token.so, and native/reaper_wait.c (the reaper's waiting
 half: pytriton_like/server/reaper.py) into the program pytriton_like/server/reaper_wait; and lays
-out the tritonserver of NVIDIA's ``nvidia-pytriton`` wheel in pytriton_like/tritonserver/.
+out the tritonserver of NVIDIA's ``nvidia-pytriton`` wheel in pytriton_like/tritonserver/
+(build_support/server.py: which wheel, its sha256, the layout).
 
 The rest of the metadata is in pyproject.toml. The library is a plain shared object, not a
 Python extension: its TRITONBACKEND_* / TRITONSERVER_* symbols stay undefined and resolve against
-the libtritonserver that tritonserver links when it loads the backend.
+the libtritonserver that tritonserver links when it loads the backend. Nothing of the wheel is
+Python code of ours, so one wheel serves every Python version; its tag names the platform only,
+``py3-none-manylinux_X_Y_<arch>``: the architecture the C compiler builds for (``$CC``, e.g.
+``aarch64-linux-gnu-gcc`` to cross-build), and the newest glibc that NVIDIA's server (2.35) or our
+compiled files need (PEP 600).
 
-The server comes from NVIDIA's published wheel, fetched by pip at build time without its
-dependencies (that wheel pins numpy<2, which pytriton_like does not need), and unpacked as a
-Triton install is laid out: ``bin/tritonserver``, ``lib/`` (the wheel's shared libraries, which
-the binary's RPATH ``$ORIGIN/../lib`` finds), ``backends/python``, ``caches``, and the stubs of
-every Python it ships in ``python_backend_stubs/<version>/``. Nothing of it is Python code of
-ours, so one wheel of pytriton_like serves every Python version (tag ``py3-none-<platform>``).
-Set ``PYTRITON_LIKE_TRITON_WHEEL`` to a downloaded ``nvidia_pytriton-0.7.0-*.whl`` to build offline.
+The C flags are native/flags.mk's; ``PYTRITON_LIKE_WERROR=1`` makes warnings errors (the project's
+own builds), ``PYTRITON_LIKE_CFLAGS`` adds flags (e.g. a sanitizer).
 """
 
 import os
 import pathlib
-import shutil
+import re
 import subprocess
 import sys
 import tempfile
-import zipfile
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 from setuptools import Extension, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
-SOURCES = ["backend.c", "wire.c", "transport.c", "settings.c", "metrics.c", "log.c"]
-CFLAGS = ["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-fvisibility=hidden"]
-PROGRAMS = {"reaper_wait"}  # built as programs; the others as shared libraries
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from build_support import elf, server  # noqa: E402  (beside this file, not installed)
 
-SERVER_WHEEL = "nvidia-pytriton==0.7.0"  # tritonserver 2.51 (Triton 24.10)
-SERVER_WHEEL_ENV = "PYTRITON_LIKE_TRITON_WHEEL"
+ROOT = pathlib.Path(__file__).resolve().parent
+SOURCES = ["backend.c", "wire.c", "transport.c", "settings.c", "metrics.c", "log.c"]
+PROGRAMS = {"reaper_wait"}  # built as programs; the others as shared libraries
 SERVER_FOLDER = "tritonserver"  # in the package: pytriton_like/tritonserver
-SOURCE_FILE = "SOURCE"  # in that folder: which wheel it came from (pytriton_like/server/bundle.py reads it)
-# Where the wheel keeps each part of the server, and where it goes in the Triton layout.
-SERVER_PARTS = {"pytriton/tritonserver/": "", "nvidia_pytriton.libs/": "lib/"}
+
+
+def _flags() -> dict:
+    """native/flags.mk's ``NAME := words`` lines, as lists of words."""
+    text = (ROOT / "native" / "flags.mk").read_text()
+    return {name: value.split() for name, value in re.findall(r"^(\w+)\s*:=\s*(.*)$", text, re.MULTILINE)}
+
+
+def _long_description() -> str:
+    """README.md with its relative links made absolute: an index page has no repository beside it.
+
+    They lead to the files as they are at this version's tag (``v<version>``) of the Source URL.
+    """
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = f"{project['urls']['Source']}/blob/v{project['version']}/"
+    readme = (ROOT / "README.md").read_text()
+    return re.sub(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)", lambda link: f"]({base}{link[1]})", readme)
 
 
 def _is_program(name: str) -> bool:
@@ -46,76 +63,55 @@ def _is_program(name: str) -> bool:
     return name.rsplit(".", 1)[-1] in PROGRAMS
 
 
-def _server_wheel(scratch: pathlib.Path) -> pathlib.Path:
-    """NVIDIA's wheel: the one ``$PYTRITON_LIKE_TRITON_WHEEL`` names, or pip's download of it (no dependencies)."""
-    given = os.environ.get(SERVER_WHEEL_ENV)
-    if given:
-        return pathlib.Path(given)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--quiet", "--dest", str(scratch), SERVER_WHEEL]
-    print(" ".join(command))
-    subprocess.run(command, check=True)
-    (wheel,) = scratch.glob("nvidia_pytriton-*.whl")
-    return wheel
-
-
-def _unpack_server(wheel: pathlib.Path, target: pathlib.Path) -> None:
-    """The server's files of ``wheel`` laid out under ``target`` (the programs stay executable)."""
-    stamp = f"{wheel.name}\n"
-    if (target / SOURCE_FILE).is_file() and (target / SOURCE_FILE).read_text() == stamp:
-        return  # already there (an editable install rebuilt)
-    shutil.rmtree(target, ignore_errors=True)
-    with zipfile.ZipFile(wheel) as archive:
-        for info in archive.infolist():
-            prefix = next((p for p in SERVER_PARTS if info.filename.startswith(p)), None)
-            if prefix is None or info.is_dir() or "__pycache__" in info.filename:
-                continue
-            path = target / (SERVER_PARTS[prefix] + info.filename[len(prefix):])
-            if path.name == "__init__.py":
-                continue  # the wheel's package markers: the folder is data here
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source, open(path, "wb") as copy:
-                shutil.copyfileobj(source, copy)
-            # as pip installs a wheel's files: programs 0755, the rest 0644 (never the archive's
-            # own write bits for others)
-            path.chmod(0o755 if (info.external_attr >> 16) & 0o111 else 0o644)
-    (target / SOURCE_FILE).write_text(stamp)
-
-
 class BuildBackend(build_ext):
-    """Compiles the native code with the flags above (cc, or $CC), each named as its user wants it,
-    and lays out NVIDIA's tritonserver next to it."""
+    """Lays out NVIDIA's tritonserver for the compiler's architecture (its wheel checked first), then
+    compiles the native code (cc, or $CC), each named as its user wants it."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.compiler_command = os.environ.get("CC", "cc").split()
+        triplet = subprocess.run([*self.compiler_command, "-dumpmachine"], capture_output=True, text=True, check=True)
+        self.target_arch = triplet.stdout.strip().split("-", 1)[0]  # x86_64-linux-gnu: x86_64
 
     def get_ext_filename(self, fullname):
         return os.path.join(*fullname.split(".")) + ("" if _is_program(fullname) else ".so")
 
     def run(self):
-        super().run()
         package = pathlib.Path(self.get_ext_fullpath("pytriton_like.relay.x")).parents[1]
+        wanted = server.for_platform(self.target_arch)
         with tempfile.TemporaryDirectory() as scratch:
-            _unpack_server(_server_wheel(pathlib.Path(scratch)), package / SERVER_FOLDER)
+            server.lay_out(server.obtain(self.target_arch, pathlib.Path(scratch)), wanted, package / SERVER_FOLDER)
+        super().run()
 
     def build_extension(self, ext):
         output = pathlib.Path(self.get_ext_fullpath(ext.name))
         output.parent.mkdir(parents=True, exist_ok=True)
-        compiler = os.environ.get("CC", "cc").split()
-        extra = os.environ.get("PYTRITON_LIKE_CFLAGS", "").split()  # e.g. the sanitizer build (Makefile)
+        flags = _flags()
+        strict = flags["CFLAGS_WERROR"] if os.environ.get("PYTRITON_LIKE_WERROR") == "1" else []
+        extra = os.environ.get("PYTRITON_LIKE_CFLAGS", "").split()
         kind = [] if _is_program(ext.name) else ["-shared"]
-        command = [*compiler, *CFLAGS, *kind, *extra, "-o", str(output), *ext.sources, "-lpthread"]
+        command = [*self.compiler_command, *flags["CFLAGS_WARNINGS"], *strict, *flags["CFLAGS_BUILD"], *extra,
+                   *kind, "-o", str(output), *ext.sources, *flags["LDLIBS"]]
         print(" ".join(command))
         subprocess.run(command, check=True)
 
 
 class PlatformWheel(bdist_wheel):
     """One wheel for every Python: the native code is no Python extension and the server ships a
-    stub per Python version, so only the platform is in the tag."""
+    stub per Python version, so only the platform is in the tag, manylinux as its files allow."""
 
     def get_tag(self):
-        _, _, platform = super().get_tag()
-        return "py3", "none", platform
+        build = self.get_finalized_command("build_ext")
+        floor = server.for_platform(build.target_arch).glibc
+        # An editable install asks before anything is built: NVIDIA's floor then (its wheel is never shipped).
+        built = [pathlib.Path(path) for path in build.get_outputs() if os.path.exists(path)]
+        major, minor = max(floor, elf.glibc_needed(built) or floor)
+        return "py3", "none", f"manylinux_{major}_{minor}_{build.target_arch}"
 
 
 setup(
+    long_description=_long_description(),
+    long_description_content_type="text/markdown",
     ext_modules=[
         Extension("pytriton_like.relay.libtriton_pytriton_like", sources=[f"native/{name}" for name in SOURCES]),
         Extension("pytriton_like.relay.libpytriton_like_hide_token", sources=["native/hide_token.c"]),

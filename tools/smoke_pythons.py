@@ -1,80 +1,51 @@
-"""`make smoke-pythons`: pytriton_like's wheel on every Python of requires-python, from wheels alone.
+"""`make smoke-pythons`: pytriton_like on every Python of requires-python, installed as a user would.
 
-Builds the wheel once (it serves every Python: tag py3-none-<platform>), then for each Python
-version given (pyenv's interpreters, or ``python3.X`` on PATH): a fresh venv, ``pip install
---only-binary :all:`` of the wheel (no source build of any dependency; CC and CXX set to
-``false`` besides), and a smoke run
-in that venv, outside the checkout: a model served with ``Triton`` on free ports, called over HTTP
-and gRPC, stopped. Then, on the first Python, the wheel installed into a venv that already has an
-older numpy 2: numpy must stay as it was. Prints one line per Python and exits 1 if any failed.
+Builds the sdist and, from it, the wheel once (``python -m build``; the wheel serves every Python:
+tag py3-none-manylinux_X_Y_<arch>). Then for each Python version given (pyenv's interpreters, or
+``python3.X`` on PATH):
+
+- from the wheel: a fresh venv, ``pip install --only-binary :all:`` of the wheel (no source build
+  of any dependency) with no C compiler on PATH, and a smoke run in that venv, outside the
+  checkout, with that PATH still (tools/smoke_model.py: a model served with ``Triton`` on free
+  ports, called over HTTP and gRPC, stopped);
+- from the sdist: a local wheelhouse of what it needs for that Python (its dependencies and its
+  build requirements, ``pip download``), then a fresh venv, ``pip install --no-index --find-links
+  <wheelhouse>`` of the sdist with ``PYTRITON_LIKE_TRITON_WHEEL`` naming NVIDIA's wheel there, and
+  no network at all (``unshare -n``, where this user may); the same smoke run.
+
+Then, on the first Python, the wheel installed into a venv that already has an older numpy 2:
+numpy must stay as it was. Prints one line per Python and install and exits 1 if any failed.
 
     python tools/smoke_pythons.py 3.9 3.10 3.11 3.12 3.13
 """
 
 import argparse
+import functools
 import glob
 import json
 import os
 import pathlib
+import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "tools" / "smoke_model.py"  # a model served, called over HTTP and gRPC, stopped
+sys.path.insert(0, str(ROOT))
+from build_support import server  # noqa: E402  (which NVIDIA wheel the sdist's build is given)
 PRESET_NUMPY = "numpy==2.0.2"  # an older numpy 2 with wheels for 3.9-3.12; 3.13 gets 2.1.3
 PRESET_NUMPY_313 = "numpy==2.1.3"
-
-SMOKE = r'''
-import json, socket, sys, time
-import numpy as np
-import pytriton_like
-from pytriton_like.client import ModelClient
-from pytriton_like.decorators import batch
-from pytriton_like.model_config import ModelConfig, Tensor
-from pytriton_like.triton import Triton, TritonConfig
-
-@batch
-def add_sub(a, b):
-    return {"add": a + b, "sub": a - b}
-
-def free_ports(count):
-    probes = [socket.socket() for _ in range(count)]
-    for probe in probes:
-        probe.bind(("127.0.0.1", 0))
-    ports = [probe.getsockname()[1] for probe in probes]
-    for probe in probes:
-        probe.close()
-    return ports
-
-http, grpc, metrics = free_ports(3)
-config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics)
-a = np.array([[1.0, 2.0]], dtype=np.float32)
-b = np.array([[0.5, 0.5]], dtype=np.float32)
-answers = {}
-started = time.monotonic()
-with Triton(config=config) as triton:
-    triton.bind("AddSub", add_sub,
-                inputs=[Tensor(name="a", dtype=np.float32, shape=(-1,)), Tensor(name="b", dtype=np.float32, shape=(-1,))],
-                outputs=[Tensor(name="add", dtype=np.float32, shape=(-1,)), Tensor(name="sub", dtype=np.float32, shape=(-1,))],
-                config=ModelConfig(max_batch_size=8))
-    triton.run()
-    for url in (f"http://127.0.0.1:{http}", f"grpc://127.0.0.1:{grpc}"):
-        with ModelClient(url, "AddSub", init_timeout_s=60) as client:
-            result = client.infer_batch(a, b)
-        answers[url.split(":")[0]] = [result["add"].tolist(), result["sub"].tolist()]
-expected = [[[1.5, 2.5]], [[0.5, 1.5]]]
-print(json.dumps({
-    "python": sys.version.split()[0],
-    "numpy": np.__version__,
-    "package": pytriton_like.__file__,
-    "ok": all(answer == expected for answer in answers.values()) and len(answers) == 2,
-    "answers": answers,
-    "serve_s": round(time.monotonic() - started, 1),
-}))
-'''
-
+# C and C++ compilers and preprocessors, as PATH names them (cc, gcc-12, x86_64-linux-gnu-gcc, clang++...)
+COMPILER = re.compile(r"([\w.]+-)*(cc|gcc|g\+\+|c\+\+|cpp|clang|clang\+\+|tcc)(-[\d.]+)?")
 
 def interpreter(version: str) -> str:
     """pyenv's newest ``version`` interpreter, else ``python<version>`` on PATH."""
@@ -93,12 +64,37 @@ def run(command, **kwargs):
     return subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
 
 
-def build_wheel(dist: pathlib.Path) -> pathlib.Path:
-    completed = run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(ROOT)])
+def build(dist: pathlib.Path) -> tuple:
+    """The sdist and, built from it, the wheel for this machine: (wheel, sdist)."""
+    env = {**os.environ, "PYTRITON_LIKE_WERROR": "1"}  # the project's own build
+    completed = run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], env=env)
     if completed.returncode != 0:
-        raise SystemExit(f"building the wheel failed:\n{completed.stderr}")
+        raise SystemExit(f"building the sdist and the wheel failed:\n{completed.stdout[-3000:]}{completed.stderr[-3000:]}")
     (wheel,) = dist.glob("pytriton_like-*.whl")
-    return wheel
+    (sdist,) = dist.glob("pytriton_like-*.tar.gz")
+    return wheel, sdist
+
+
+def without_compilers(scratch: pathlib.Path) -> str:
+    """PATH with every C/C++ compiler taken out: each folder of PATH that has one is replaced by a
+    folder of links to everything else in it."""
+    folders = []
+    for number, folder in enumerate(filter(None, os.environ.get("PATH", "").split(os.pathsep))):
+        entries = sorted(pathlib.Path(folder).iterdir()) if os.path.isdir(folder) else []
+        if not any(COMPILER.fullmatch(entry.name) for entry in entries):
+            folders.append(folder)
+            continue
+        mirror = scratch / "path-without-compilers" / str(number)
+        mirror.mkdir(parents=True, exist_ok=True)
+        for entry in entries:
+            if not COMPILER.fullmatch(entry.name) and not (mirror / entry.name).exists():
+                (mirror / entry.name).symlink_to(entry)
+        folders.append(str(mirror))
+    path = os.pathsep.join(folders)
+    found = [name for name in ("cc", "gcc", "clang", "c++") if shutil.which(name, path=path)]
+    if found:
+        raise SystemExit(f"cannot take {found} off PATH")
+    return path
 
 
 def venv(python: str, folder: pathlib.Path) -> pathlib.Path:
@@ -108,28 +104,77 @@ def venv(python: str, folder: pathlib.Path) -> pathlib.Path:
     return folder / "bin" / "python"
 
 
-def pip_install(python: pathlib.Path, *requirements: str) -> float:
+def pip_install(python: pathlib.Path, *requirements: str, path: str = None) -> float:
     """``pip install --only-binary :all:``; seconds taken. RuntimeError with pip's output when it fails."""
     started = time.monotonic()
-    no_compiler = {**os.environ, "CC": "false", "CXX": "false"}  # a build of anything would fail
+    env = dict(os.environ, PATH=path or os.environ["PATH"])
     completed = run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                     "--only-binary", ":all:", *requirements], env=no_compiler)
+                     "--only-binary", ":all:", *requirements], env=env)
     if completed.returncode != 0:
         raise RuntimeError(f"pip install {' '.join(requirements)}: {completed.stderr[-2000:]}")
     return time.monotonic() - started
 
 
-def smoke(version: str, wheel: pathlib.Path, scratch: pathlib.Path) -> dict:
-    python = venv(interpreter(version), scratch / f"venv-{version}")
-    install_s = pip_install(python, str(wheel))
-    completed = run([str(python), "-c", SMOKE], cwd=scratch, timeout=300)  # not the checkout: the wheel's copy
+@functools.lru_cache(maxsize=None)
+def offline() -> tuple:
+    """The command prefix that cuts a process off every network (a namespace of its own), or [] if this user may not."""
+    probe = run(["unshare", "--net", "true"]) if shutil.which("unshare") else None
+    return ("unshare", "--net") if probe is not None and probe.returncode == 0 else ()
+
+
+def wheelhouse(python: pathlib.Path, wheel: pathlib.Path, folder: pathlib.Path) -> None:
+    """Wheels of all that the sdist needs on ``python``'s version: the package's dependencies (those of
+    the wheel built from it) and its build requirements (pyproject.toml), and NVIDIA's wheel."""
+    build_requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    nvidia = server.for_platform(platform.machine())
+    for requirements in ([str(wheel)], build_requirements,
+                         ["--no-deps", "--platform", nvidia.platform, f"{server.PROJECT}=={server.VERSION}"]):
+        completed = run([str(python), "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                         "--only-binary", ":all:", "--dest", str(folder), *requirements])
+        if completed.returncode != 0:
+            raise RuntimeError(f"pip download {' '.join(requirements)}: {completed.stderr[-2000:]}")
+    (folder / wheel.name).unlink(missing_ok=True)  # the package itself comes from the sdist
+
+
+def install_sdist(python: pathlib.Path, sdist: pathlib.Path, folder: pathlib.Path, server_wheel: pathlib.Path) -> float:
+    """The sdist built and installed with no index but ``folder`` (no network, where allowed); seconds taken."""
+    started = time.monotonic()
+    # no index, no configuration that names one (the machine's pip.conf, PIP_* variables)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PYTRITON_LIKE_TRITON_WHEEL=str(server_wheel))
+    completed = run([*offline(), str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                     "--no-index", "--find-links", str(folder), str(sdist)], env=env)
+    if completed.returncode != 0:
+        raise RuntimeError(f"pip install {sdist.name} from {folder}: {completed.stderr[-3000:]}")
+    return time.monotonic() - started
+
+
+def smoke_run(python: pathlib.Path, scratch: pathlib.Path, path: str = None) -> dict:
+    """tools/smoke_model.py's result with ``python`` (RuntimeError if it fails or imports another copy)."""
+    env = dict(os.environ, PATH=path or os.environ["PATH"])
+    # from outside the checkout: the installed copy is imported
+    completed = run([str(python), str(SMOKE)], cwd=scratch, timeout=300, env=env)
     if completed.returncode != 0:
         raise RuntimeError(f"smoke run: {completed.stderr[-3000:]}")
     result = json.loads(completed.stdout.strip().splitlines()[-1])
-    result["install_s"] = round(install_s, 1)
-    if not result["package"].startswith(str(scratch)):
-        raise RuntimeError(f"imported {result['package']}, not the installed wheel")
+    if not result["package"].startswith(str(python.parents[1])):
+        raise RuntimeError(f"imported {result['package']}, not the one installed in {python.parents[1]}")
     return result
+
+
+def from_wheel(version: str, wheel: pathlib.Path, scratch: pathlib.Path, path: str) -> dict:
+    python = venv(interpreter(version), scratch / f"venv-{version}-wheel")
+    install_s = pip_install(python, str(wheel), path=path)
+    return {**smoke_run(python, scratch, path=path), "install_s": round(install_s, 1)}
+
+
+def from_sdist(version: str, wheel: pathlib.Path, sdist: pathlib.Path, scratch: pathlib.Path) -> dict:
+    python = venv(interpreter(version), scratch / f"venv-{version}-sdist")
+    house = scratch / f"wheelhouse-{version}"
+    wheelhouse(python, wheel, house)
+    server_wheel = house / server.for_platform(platform.machine()).filename
+    install_s = install_sdist(python, sdist, house, server_wheel)
+    return {**smoke_run(python, scratch), "install_s": round(install_s, 1)}
 
 
 def keeps_numpy(version: str, wheel: pathlib.Path, scratch: pathlib.Path) -> str:
@@ -145,6 +190,19 @@ def keeps_numpy(version: str, wheel: pathlib.Path, scratch: pathlib.Path) -> str
     return f"numpy {before} kept"
 
 
+def report(version: str, how: str, attempt) -> int:
+    """Run ``attempt`` and print its line; 1 if it failed."""
+    try:
+        result = attempt()
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        print(f"Python {version}, {how}: FAIL {exc}", flush=True)
+        return 1
+    status = "ok" if result["ok"] else "FAIL (wrong answers)"
+    print(f"Python {result['python']}, {how}: {status}: installed in {result['install_s']} s, numpy {result['numpy']},"
+          f" served and answered over HTTP and gRPC ({result['serve_s']} s from start to stop)", flush=True)
+    return 0 if result["ok"] else 1
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="+", help="Python versions, e.g. 3.9 3.13")
@@ -153,20 +211,16 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="pytriton_like-smoke-") as folder:
         scratch = pathlib.Path(folder)
         started = time.monotonic()
-        wheel = build_wheel(scratch / "dist")
-        print(f"wheel: {wheel.name} ({wheel.stat().st_size / 2**20:.0f} MiB, built in {time.monotonic() - started:.0f} s)")
+        wheel, sdist = build(scratch / "dist")
+        print(f"wheel: {wheel.name} ({wheel.stat().st_size / 2**20:.0f} MiB), sdist: {sdist.name}"
+              f" ({sdist.stat().st_size / 2**10:.0f} KiB), built in {time.monotonic() - started:.0f} s", flush=True)
+        path = without_compilers(scratch)
+        network = "no network (unshare -n)" if offline() else "network not cut off (unshare -n not allowed)"
         for version in args.versions:
-            try:
-                result = smoke(version, wheel, scratch)
-            except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                failures += 1
-                print(f"Python {version}: FAIL {exc}")
-                continue
-            status = "ok" if result["ok"] else "FAIL (wrong answers)"
-            failures += not result["ok"]
-            print(f"Python {result['python']}: {status}: installed from wheels only in {result['install_s']} s,"
-                  f" numpy {result['numpy']}, served and answered over HTTP and gRPC"
-                  f" ({result['serve_s']} s from start to stop)")
+            failures += report(version, "wheel, --only-binary :all:, no compiler on PATH",
+                               lambda: from_wheel(version, wheel, scratch, path))
+            failures += report(version, f"sdist, no index but a local wheelhouse, {network}",
+                               lambda: from_sdist(version, wheel, sdist, scratch))
         try:
             print(f"Python {args.versions[0]}, numpy 2 already installed: {keeps_numpy(args.versions[0], wheel, scratch)}")
         except RuntimeError as exc:

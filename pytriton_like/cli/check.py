@@ -22,7 +22,7 @@ from typing import Callable, List, TextIO
 import numpy as np
 
 from ..exceptions import PyTritonError
-from ..server.bundle import HOME_VARIABLE, TritonBundle, find_install, shipped_stub_versions
+from ..server.bundle import HOME_VARIABLE, TritonBundle, find_install, libpython, shipped_stub_versions
 from ..server.config import TritonConfig
 
 __all__ = ["Status", "Finding", "environment_checks", "serving_check", "run_checks"]
@@ -69,9 +69,9 @@ def _python() -> Finding:
 
 
 def _libpython() -> Finding:
-    """The stub links libpython3.X.so.1.0 of this interpreter; it must exist and be the one the loader finds."""
+    """The stub runs on libpython3.X.so.1.0 of this interpreter; it must exist (Triton() preloads it
+    into the shipped stub, and puts its folder first on the library path for a container's)."""
     name = sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY")
-    folder = sysconfig.get_config_var("LIBDIR") or ""
     if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
         return Finding(
             Status.FAIL,
@@ -80,10 +80,11 @@ def _libpython() -> Finding:
             " Python-backend stub needs libpython3.X.so.1.0: use a Python built with --enable-shared"
             " (distribution packages are; pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared)",
         )
-    path = os.path.join(folder, name)
-    if not os.path.exists(path):
-        return Finding(Status.FAIL, "libpython", f"{path} is missing (sysconfig LIBDIR/INSTSONAME)")
-    return Finding(Status.OK, "libpython", f"{path} (Triton() puts its folder first on the server's LD_LIBRARY_PATH)")
+    path = libpython()
+    if path is None:
+        folder = sysconfig.get_config_var("LIBDIR") or ""
+        return Finding(Status.FAIL, "libpython", f"{os.path.join(folder, name)} is missing (sysconfig LIBDIR/INSTSONAME)")
+    return Finding(Status.OK, "libpython", f"{path} (Triton() gives it to the Python-backend stub)")
 
 
 def _install() -> TritonBundle:
@@ -123,7 +124,8 @@ def _stub() -> Finding:
     expected = os.path.realpath(os.path.join(sysconfig.get_config_var("LIBDIR") or "", found[1])) if found else None
     if found and os.path.realpath(found[2]) != expected:
         return Finding(Status.FAIL, what, f"{detail}: it would load {found[2]}, not this interpreter's {expected}")
-    return Finding(Status.OK, what, detail + (f"; loads {found[2]}" if found else ""))
+    loads = found[2] if found else " ".join(bundle.preload())  # the shipped stub links none: it is preloaded
+    return Finding(Status.OK, what, detail + (f"; loads {loads}" if loads else ""))
 
 
 def _numpy() -> Finding:

@@ -24,7 +24,10 @@ from typing import Dict, List, Mapping, Optional, Union
 
 from ..exceptions import PyTritonServerError
 
-__all__ = ["TritonBundle", "find_bundle", "find_install", "stub_python", "shipped_stub_versions", "BUNDLED_HOME", "HOME_VARIABLE"]
+__all__ = [
+    "TritonBundle", "find_bundle", "find_install", "libpython", "stub_python", "shipped_stub_versions", "BUNDLED_HOME",
+    "HOME_VARIABLE",
+]
 
 BUNDLED_HOME = pathlib.Path(__file__).resolve().parents[1] / "tritonserver"
 # TritonConfig.triton_home from the environment (config.py's prefix and the field's name).
@@ -61,14 +64,26 @@ class TritonBundle:
     def library_path(self) -> List[str]:
         """Folders for LD_LIBRARY_PATH: this interpreter's libpython first, then the server's libraries.
 
-        The stub links ``libpython3.X.so.1.0``; without this the loader may find another
+        A container's stub links ``libpython3.X.so.1.0``; without this the loader may find another
         interpreter's (e.g. the distribution's) and the stub fails to start. The backends copied
         into the workspace find the server's libraries through the second.
         """
         return [sysconfig.get_config_var("LIBDIR") or "", str(self.libraries)]
 
+    def preload(self) -> List[str]:
+        """Libraries for LD_PRELOAD: this interpreter's libpython when the stub is the shipped one.
+
+        The shipped stubs link no libpython: a manylinux wheel may not (PEP 513 to 600), so the
+        build removed that link (build_support/server.py) and the library is preloaded instead,
+        the one of the interpreter that serves, whatever its version. Nothing when this Python has
+        no shared libpython (hand-written Python-backend models cannot run then:
+        ``pytriton_like check`` says so).
+        """
+        found = libpython()
+        return [str(found)] if self.bundled and self.stub is not None and found is not None else []
+
     def server_environment(self, environ: Mapping[str, str]) -> Dict[str, str]:
-        """``environ`` for tritonserver and its stubs: the library path above, and this interpreter first on PATH.
+        """``environ`` for tritonserver and its stubs: the library path and preload above, this interpreter first on PATH.
 
         The stub's embedded Python takes its ``sys.prefix`` from the first ``python3`` on PATH
         (it ignores PYTHONPATH). With this interpreter's folder first, a virtualenv's
@@ -79,6 +94,9 @@ class TritonBundle:
         env = dict(environ)
         env["LD_LIBRARY_PATH"] = _prepend(self.library_path(), env.get("LD_LIBRARY_PATH", ""))
         env["PATH"] = _prepend([os.path.dirname(sys.executable)], env.get("PATH", ""))
+        preload = self.preload()
+        if preload:  # after what is there already: a sanitizer runtime must stay first
+            env["LD_PRELOAD"] = " ".join([*env.get("LD_PRELOAD", "").split(), *preload])
         return env
 
     def other_backends(self) -> List[pathlib.Path]:
@@ -117,7 +135,8 @@ def find_install(home: Union[str, pathlib.Path, None]) -> TritonBundle:
             " reinstall it with pip (the build lays it out from NVIDIA's nvidia-pytriton wheel)"
         )
     source_file = root / _SOURCE_FILE
-    source = source_file.read_text().strip() if bundled and source_file.is_file() else str(root)
+    # setup.py writes the wheel's name, then its sha256
+    source = source_file.read_text().split("\n", 1)[0] if bundled and source_file.is_file() else str(root)
     bundled_stub = root / "python_backend_stubs" / _python_version() / _STUB
     backend_stub = root / "backends" / "python" / _STUB
     stub = bundled_stub if bundled_stub.is_file() else None
@@ -141,6 +160,14 @@ def find_install(home: Union[str, pathlib.Path, None]) -> TritonBundle:
         )
         raise PyTritonServerError(f"{what} has no {', '.join(str(path) for path in missing)}; {hint}")
     return install
+
+
+def libpython() -> Optional[pathlib.Path]:
+    """This interpreter's shared libpython (sysconfig's ``LIBDIR/INSTSONAME``), or None when it has none."""
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        return None
+    path = pathlib.Path(sysconfig.get_config_var("LIBDIR") or "") / (sysconfig.get_config_var("INSTSONAME") or "")
+    return path if path.is_file() else None
 
 
 def stub_python(stub: pathlib.Path) -> Optional[str]:

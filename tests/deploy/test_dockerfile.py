@@ -59,10 +59,33 @@ def test_hadolint_would_complain_about_a_worse_recipe(tmp_path):
     assert "DL3008" in completed.stdout  # unpinned apt package
 
 
+def stages():
+    """Each stage's instructions, in order (a FROM starts one)."""
+    found = []
+    for instruction, args in instructions():
+        if instruction == "FROM":
+            found.append([])
+        found[-1].append((instruction, args))
+    return found
+
+
 def test_a_slim_python_base_and_no_ngc_image():
-    (base,) = all_of("FROM")
-    assert re.fullmatch(r"python:3\.\d+-slim(-\w+)?", base), base
+    for base in all_of("FROM"):
+        assert re.fullmatch(r"python:3\.\d+-slim(-\w+)?( AS \w+)?", base), base
+    assert len({base.split()[0] for base in all_of("FROM")}) == 1  # the wheel is built where it runs
     assert "nvcr.io" not in DOCKERFILE.read_text()
+
+
+def test_the_wheel_is_built_once_and_the_image_installs_it_without_a_compiler():
+    build, image = stages()
+    assert build[0][1].endswith(" AS build")
+    built = " ".join(args for instruction, args in build if instruction == "RUN")
+    assert "gcc=" in built and "pip wheel" in built and "--wheel-dir /wheels" in built
+    runs = " ".join(args for instruction, args in image if instruction == "RUN")
+    assert "gcc" not in runs and "libc6-dev" not in runs and "pip wheel" not in runs
+    assert ("COPY", "--from=build /wheels /tmp/wheels") in image
+    assert "pip install --no-cache-dir --only-binary :all: /tmp/wheels/pytriton_like-" in runs
+    assert not [args for instruction, args in image if instruction == "COPY" and "native" in args]
 
 
 def test_tini_is_pid_1_and_the_service_its_child():
@@ -79,6 +102,8 @@ def test_ports_user_and_what_it_copies():
     (user,) = all_of("USER")
     assert user.split(":")[0] not in ("0", "root")
     for copy in all_of("COPY"):
+        if "--from=" in copy:
+            continue  # from a stage, not the repository
         sources = [arg for arg in copy.split() if not arg.startswith("--")][:-1]
         for source in sources:
             assert (ROOT / source).exists(), f"COPY {source}: not in the repository"

@@ -5,6 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
+from pytriton_like.relay.settings import SETTINGS_VERSION
 from pytriton_like.exceptions import PyTritonServerError
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton
@@ -31,7 +32,8 @@ def test_a_relay_conf_of_another_version_fails_the_load_with_both_versions_named
         config = repository / "Other" / "config.pbtxt"
         config.write_text(config.read_text().replace('name: "Double"', 'name: "Other"'))
         settings = repository / "Other" / "1" / "relay.conf"
-        settings.write_text(settings.read_text().replace("version=1\n", "version=99\n", 1))
-        with pytest.raises(PyTritonServerError, match="settings version 99, this relay backend reads version 1"):
+        settings.write_text(settings.read_text().replace(f"version={SETTINGS_VERSION}\n", "version=99\n", 1))
+        expected = f"settings version 99, this relay backend reads version {SETTINGS_VERSION}"
+        with pytest.raises(PyTritonServerError, match=expected):
             triton.load_model("Other")
         assert triton.is_model_ready("Double")

@@ -208,7 +208,7 @@ def test_a_stream_in_flight_at_sigterm_arrives_whole(workers, tmp_path):
 
         if __name__ == "__main__":
             http, grpc, metrics = map(int, sys.argv[1:4])
-            config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics, drain_secs=0)
+            config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics, drain_secs=1)
             with Triton(config=config) as triton:
                 triton.bind(model_name="Slow", infer_func=slow_stream, workers={workers},
                             inputs=[Tensor(name="x", dtype=np.float32, shape=(1,))],

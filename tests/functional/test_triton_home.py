@@ -2,6 +2,7 @@
 another path as NVIDIA's containers lay out /opt/tritonserver, served from there without writing
 into it; and a server whose backend API the relay does not support, refused naming both versions."""
 
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -25,13 +26,26 @@ X = np.array([1.0, 2.0], dtype=np.float32)
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def container_layout(home: pathlib.Path) -> pathlib.Path:
+def nvidia_stub() -> pathlib.Path:
+    """NVIDIA's own stub for this Python, from its nvidia-pytriton wheel (the numpy 1 environment has it).
+
+    Like a container's, it links libpython itself; the shipped stubs link none (the server
+    preloads it into them), so they cannot stand in for a container's here.
+    """
+    spec = importlib.util.find_spec("pytriton")  # found, not imported
+    if spec is None:
+        pytest.skip("NVIDIA's nvidia-pytriton is not installed (make test-numpy1 has it)")
+    return pathlib.Path(spec.origin).parent / "tritonserver" / "python_backend_stubs" / PYTHON / "triton_python_backend_stub"
+
+
+def container_layout(home: pathlib.Path, stub: pathlib.Path = None) -> pathlib.Path:
     """``home`` laid out as a container's /opt/tritonserver, from the shipped server.
 
     The binary is a copy (its RPATH, ``$ORIGIN/../lib``, then finds ``home/lib``); the libraries
-    and backends are links; the Python backend's folder holds the stub of this Python, as a
-    container's holds the stub of its own; there is no ``python_backend_stubs``. A backend of
-    another kind (``identity_like``, a stand-in for a container's onnxruntime) sits beside it.
+    and backends are links; the Python backend's folder holds ``stub`` (the shipped one of this
+    Python unless given), as a container's holds the stub of its own; there is no
+    ``python_backend_stubs``. A backend of another kind (``identity_like``, a stand-in for a
+    container's onnxruntime) sits beside it.
     """
     (home / "bin").mkdir(parents=True)
     shutil.copy2(BUNDLED_HOME / "bin" / "tritonserver", home / "bin" / "tritonserver")
@@ -42,7 +56,7 @@ def container_layout(home: pathlib.Path) -> pathlib.Path:
     python_backend.mkdir(parents=True)
     for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
         (python_backend / name).symlink_to(BUNDLED_HOME / "backends" / "python" / name)
-    stub = BUNDLED_HOME / "python_backend_stubs" / PYTHON / "triton_python_backend_stub"
+    stub = stub or BUNDLED_HOME / "python_backend_stubs" / PYTHON / "triton_python_backend_stub"
     (python_backend / stub.name).symlink_to(stub)
     (home / "backends" / "identity_like").mkdir()
     (home / "backends" / "identity_like" / "libtriton_identity_like.so").write_bytes(b"")
@@ -102,7 +116,7 @@ def test_the_install_may_come_from_the_environment_and_its_other_backends_are_of
 
 @needs_numpy1
 def test_a_hand_written_python_model_runs_in_the_installs_own_stub(tmp_path):
-    home = container_layout(tmp_path / "tritonserver")
+    home = container_layout(tmp_path / "tritonserver", stub=nvidia_stub())
     repository = tmp_path / "repository"
     write_model(repository, "Scale", factor=2)
     config = free_config(triton_home=home)
