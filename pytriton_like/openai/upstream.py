@@ -62,7 +62,7 @@ class Upstream:
         self._reading: Set[asyncio.Task] = set()  # streams read on in the background (_read_on)
         self._closing = False
         self._sequence = 0
-        self._keys = secrets.token_hex(8)  # the prefix of this endpoint's cancel keys
+        self._key_prefix = secrets.token_hex(8)  # of this endpoint's cancel keys: random, not guessable
 
     async def close(self) -> None:
         """Close the channel: the requests given up on are waited for (a while), the kept streams
@@ -97,7 +97,7 @@ class Upstream:
         request.parameters["triton_enable_empty_final_response"].bool_param = True
         self._sequence += 1
         request.id = str(self._sequence)
-        key = f"{self._keys}-{self._sequence}"
+        key = f"{self._key_prefix}-{self._sequence}"
         request.parameters[CANCEL_KEY_PARAMETER].string_param = key
         message = request.SerializeToString()
         while self._idle and self._idle[-1].done():  # ended meanwhile (the server stopped...)
