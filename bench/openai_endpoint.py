@@ -16,15 +16,29 @@ Triton's gRPC ``ModelStreamInfer`` with the model's documented ``openai_request`
   each of its threads), and this client (measure.CpuMeter).
 - ``stress``: ``--clients`` clients stream one answer after another for ``--seconds``, a share
   ``--cut`` closed after 5 pieces (a client going away), each request with ``--limit`` seconds;
-  with ``--direct`` each request is a raw ``ModelStreamInfer`` call to Triton, cancelled to cut
-  it. Prints per run how many streams were whole, cut on purpose, short (ended before 64 pieces),
-  timed out or failed with a connection error, and whether tritonserver died; exits 1 unless every
-  stream not cut on purpose was whole.
+  with ``--direct`` each request is a raw ``ModelStreamInfer`` call to Triton, cancelled
+  (``RST_STREAM``) to cut it — the endpoint itself never cancels through gRPC: it stops the
+  generation by the request's cancel key. Prints per run how many streams were whole, cut on
+  purpose, short (ended before 64 pieces), timed out or failed with a connection error; whether
+  tritonserver died or was restarted (its pid at the start and at the end); and the model's
+  generations (serve_chat.py's count: started, ``finally`` ran, ended before their last piece).
+  Exits 1 unless in every run every stream not cut on purpose was whole, tritonserver kept its
+  pid and every generation ran its ``finally``.
+- ``slow-reader``: ``--clients`` clients in turn, each reading ``--read-bytes`` a second (a plain
+  socket: nothing but the kernel buffers what it has not read) of an answer of ``--pieces``
+  pieces generated without pause, for ``--seconds``; prints the resident memory of your process,
+  tritonserver and the endpoint's process at the start (after 20 short streams: the first
+  streams' one-time costs are not the reader's), every 5 s and after each client, and the
+  generations. ``--max-unread-bytes`` sets ``TritonConfig.openai_max_unread_bytes`` (``1e12``: no
+  limit, for comparison); ``--read-bytes 0`` reads as fast as it can.
 
 Usage:
     .venv/bin/python bench/openai_endpoint.py latency [--rounds 3] [--seconds 5] [--token-ms 0] [--callable sync]
     .venv/bin/python bench/openai_endpoint.py cpu openai|grpc [--seconds 8] [--token-ms 0]
     .venv/bin/python bench/openai_endpoint.py stress [--runs 10] [--clients 16] [--seconds 15] [--cut 0.1] [--direct]
+        [--callable sync]
+    .venv/bin/python bench/openai_endpoint.py slow-reader [--clients 1] [--seconds 20] [--read-bytes 1024]
+        [--pieces 100000] [--max-unread-bytes N]
 """
 
 import argparse
@@ -33,6 +47,7 @@ import json
 import os
 import pathlib
 import random
+import socket
 import statistics
 import struct
 import sys
@@ -40,6 +55,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from typing import Dict, Optional
 
 import psutil
 
@@ -53,11 +69,13 @@ MODEL = "bench-chat"
 STOP_GRACE_S = 30
 
 
-def start_server(workdir: pathlib.Path, token_ms: float, kind: str = "async") -> servers.Server:
+def start_server(workdir: pathlib.Path, token_ms: float, kind: str = "async", pieces: int = TOKENS,
+                 env: Optional[Dict[str, str]] = None) -> servers.Server:
     """serve_chat.py on free ports, ready once the endpoint lists the model."""
     server = servers.start_script(
-        HERE / "serve_chat.py", [f"--piece-ms={token_ms}", f"--callable={kind}", f"--pieces={TOKENS}"],
+        HERE / "serve_chat.py", [f"--piece-ms={token_ms}", f"--callable={kind}", f"--pieces={pieces}"],
         "openai", "pytriton_like with the OpenAI endpoint", workdir, port_names=("http", "grpc", "metrics", "openai"),
+        env=env,
     )
     try:
         wait_listed(server)
@@ -315,26 +333,132 @@ async def load(server: servers.Server, args) -> Counter:
     return counts
 
 
-def tritonserver_alive(server: servers.Server) -> bool:
-    return server.tree.popen.poll() is None and any(
-        measure.process_label(process) == "tritonserver" for process in server.tree.alive())
+def labelled(server: servers.Server) -> Dict[str, psutil.Process]:
+    """The server's live processes by what they are: "your process", "tritonserver", "OpenAI endpoint"."""
+    found = {}
+    for process in server.tree.refresh():
+        label = measure.process_label(process)
+        if process.pid == server.tree.pid:
+            found["your process"] = process
+        elif label == "tritonserver":
+            found["tritonserver"] = process
+        elif label == "pytriton_like.openai.service":
+            found["OpenAI endpoint"] = process
+    return found
+
+
+def tritonserver_fate(first: Optional[int], server: servers.Server) -> str:
+    """"alive" (the same pid), "restarted (pid a -> b)" or "died"."""
+    now = labelled(server).get("tritonserver") if server.tree.popen.poll() is None else None
+    if now is None:
+        return "died"
+    return "alive" if now.pid == first else f"restarted (pid {first} -> {now.pid})"
+
+
+def generations(server: servers.Server) -> Optional[dict]:
+    """serve_chat.py's count of its generations, once it stopped."""
+    for line in server.tree.read_log().splitlines():
+        if line.startswith("BENCH_GENERATIONS "):
+            return json.loads(line.split(" ", 1)[1])
+    return None
 
 
 def stress(args) -> int:
     failed_runs = 0
     for number in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="bench-openai-") as tmp:
-            server = start_server(pathlib.Path(tmp), args.token_ms)
+            server = start_server(pathlib.Path(tmp), args.token_ms, args.callable)
             try:
+                tritonserver = labelled(server).get("tritonserver")
                 counts = asyncio.run(load(server, args))
-                if not tritonserver_alive(server):
-                    counts["tritonserver died"] += 1
+                fate = tritonserver_fate(tritonserver.pid if tritonserver else None, server)
             finally:
                 server.stop(STOP_GRACE_S)
-        failed_runs += any(kind not in ("whole", "cut") for kind in counts)
-        print(f"run {number + 1}: {json.dumps(dict(counts))}", flush=True)
-    print(f"{failed_runs} of {args.runs} runs had streams that were short, timed out or failed")
+            counted = generations(server)
+        failed = any(kind not in ("whole", "cut") for kind in counts) or fate != "alive"
+        failed_runs += failed or counted is None or counted["finally ran"] != counted["started"]
+        print(f"run {number + 1}: streams {json.dumps(dict(counts))}; tritonserver {fate};"
+              f" generations {json.dumps(counted)}", flush=True)
+    print(f"{failed_runs} of {args.runs} runs had streams that were short, timed out or failed, a tritonserver that"
+          " died or was restarted, or a generation whose finally did not run")
     return 1 if failed_runs else 0
+
+
+# -- slow-reader -------------------------------------------------------------------------------------
+
+
+def warm_up(server: servers.Server) -> None:
+    """20 short streams (64 pieces: the request's max_tokens), read whole."""
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "go"}], "stream": True,
+                       "max_tokens": TOKENS}).encode()
+    for _ in range(20):
+        request = urllib.request.Request(server.url("/v1/chat/completions", port="openai"), data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            answer.read()
+
+
+PIECE = b'"content":" t'  # in each event of a piece
+
+
+def slow_client(port: int, seconds: float, read_bytes: int, report) -> bytes:
+    """One client reading ``read_bytes`` a second (0: as fast as it can) for ``seconds``, or until its
+    stream ended; ``report()`` every 5 s. What it read."""
+    body = streams.chat_body(MODEL)
+    request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    read = bytearray()
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(request)
+        client.settimeout(1.0)
+        began = reported = time.monotonic()
+        while time.monotonic() - began < seconds and not read.endswith(b"0\r\n\r\n"):  # the last chunk came
+            step = time.monotonic()
+            if step - reported >= 5:
+                reported = step
+                report()
+            try:
+                chunk = client.recv(read_bytes if read_bytes > 0 else 1 << 20)
+            except socket.timeout:
+                continue
+            if not chunk:
+                break
+            read += chunk
+            if read_bytes > 0:
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - step)))
+    return bytes(read)
+
+
+def slow_reader(args) -> int:
+    env = {}
+    if args.max_unread_bytes is not None:
+        env["PYTRITON_TRITON_CONFIG_OPENAI_MAX_UNREAD_BYTES"] = str(int(args.max_unread_bytes))
+    with tempfile.TemporaryDirectory(prefix="bench-openai-") as tmp:
+        server = start_server(pathlib.Path(tmp), 0.0, args.callable, pieces=args.pieces, env=env)
+        try:
+            warm_up(server)
+            found = labelled(server)
+            names = list(found)
+            began = time.monotonic()
+
+            def row(label: str) -> Dict[str, float]:
+                now = {name: process.memory_info().rss / 2**20 for name, process in found.items()}
+                print(f"{label:>14}  " + "  ".join(f"{now[name]:20.1f}" for name in names), flush=True)
+                return now
+
+            print(f"{'RSS':>14}  " + "  ".join(f"{name + ' MiB':>20}" for name in names))
+            start = end = row("start")
+            for number in range(args.clients):
+                read = slow_client(server.ports["openai"], args.seconds, args.read_bytes,
+                                   lambda: row(f"{time.monotonic() - began:.0f} s"))
+                end = row(f"client {number + 1} done")
+                ended = ", ending with the slow_reader error" if b"slow_reader" in read[-2000:] else ""
+                print(f"client {number + 1} read {len(read):,} bytes ({read.count(PIECE)} pieces){ended}")
+            print("growth MiB: " + ", ".join(f"{name} {end[name] - start[name]:+.1f}" for name in names))
+        finally:
+            server.stop(STOP_GRACE_S)
+        print(f"the model's generations (the 20 warm-up streams included): {json.dumps(generations(server))}")
+    return 0
 
 
 def main() -> int:
@@ -356,10 +480,21 @@ def main() -> int:
     three.add_argument("--cut", type=float, default=0.1, help="share of requests closed after 5 pieces")
     three.add_argument("--limit", type=float, default=5.0, help="seconds each request may take")
     three.add_argument("--direct", action="store_true", help="gRPC streams to Triton, not the endpoint")
+    three.add_argument("--callable", choices=("async", "sync"), default="async",
+                       help="the model: an async generator (default) or a plain generator")
     for command in (one, two, three):
         command.add_argument("--token-ms", type=float, default=0.0, help="the model's sleep before each token")
+    four = commands.add_parser("slow-reader", help="slow clients of a long stream: the memory of every process")
+    four.add_argument("--clients", type=int, default=1, help="slow clients, one after the other")
+    four.add_argument("--seconds", type=float, default=20.0, help="how long each client reads")
+    four.add_argument("--read-bytes", type=int, default=1024,
+                      help="what a client reads each second (0: as fast as it can, for comparison)")
+    four.add_argument("--pieces", type=int, default=100_000, help="pieces of the answer, generated without pause")
+    four.add_argument("--max-unread-bytes", type=float, default=None,
+                      help="TritonConfig.openai_max_unread_bytes (default: the library's; 1e12: no limit)")
+    four.add_argument("--callable", choices=("async", "sync"), default="async")
     args = parser.parse_args()
-    return {"latency": latency, "cpu": cpu, "stress": stress}[args.command](args)
+    return {"latency": latency, "cpu": cpu, "stress": stress, "slow-reader": slow_reader}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Serve a streaming chat model with pytriton_like on its OpenAI endpoint (``bench-chat``).
 
-Each answer is ``--pieces`` pieces of text (`` t0``, `` t1``...), each after ``--piece-ms`` of
-sleep: a model's time per token that holds no GIL. ``--callable async`` (the default) binds an
+Each answer is ``--pieces`` pieces of text (`` t0``, `` t1``...; fewer when the request's
+``max_tokens`` says so), each after ``--piece-ms`` of sleep: a model's time per token that holds
+no GIL. ``--callable async`` (the default) binds an
 async generator, ``sync`` a plain generator (each step in the worker's thread pool). The model is
 bound with ``bind_chat_model``'s defaults (each request a batch of its own).
 
@@ -11,12 +12,14 @@ processes when more than 1), which bench/reliability.py calls to see whether the
 and ``slow`` (y = x after 20 ms), for unary calls whose deadlines expire.
 
 Prints ``BENCH_START``/``BENCH_READY <unix time>`` as serve_double.py does; serves until SIGINT or
-SIGTERM. Started by bench/servers.py for bench/openai_endpoint.py, bench/peers.py and
+SIGTERM; once stopped, prints ``BENCH_GENERATIONS <json>``: the generations started, those whose
+``finally`` ran, those that ended before their last piece, and the pieces given. Started by bench/servers.py for bench/openai_endpoint.py, bench/peers.py and
 bench/reliability.py.
 """
 
 import argparse
 import asyncio
+import json
 import signal
 import threading
 import time
@@ -62,17 +65,36 @@ def main() -> None:
     parser.add_argument("--probe-workers", type=int, default=1, help="worker processes of probe")
     args = parser.parse_args()
     delay, pieces = args.piece_ms / 1000, args.pieces
+    counts = {"started": 0, "finally ran": 0, "ended early": 0, "pieces": 0}
+
+    counting = threading.Lock()  # a plain generator's steps run on the worker's thread pool
 
     def generate(request):
-        for index in range(pieces):
-            if delay:
-                time.sleep(delay)
-            yield f" t{index}"
+        with counting:
+            counts["started"] += 1
+        wanted, index = min(pieces, request.max_tokens or pieces), -1
+        try:
+            for index in range(wanted):
+                if delay:
+                    time.sleep(delay)
+                yield f" t{index}"
+        finally:
+            with counting:
+                counts["finally ran"] += 1
+                counts["ended early"] += index < wanted - 1
+                counts["pieces"] += index + 1
 
     async def generate_async(request):
-        for index in range(pieces):
-            await asyncio.sleep(delay)
-            yield f" t{index}"
+        counts["started"] += 1
+        wanted, index = min(pieces, request.max_tokens or pieces), -1
+        try:
+            for index in range(wanted):
+                await asyncio.sleep(delay)
+                counts["pieces"] += 1
+                yield f" t{index}"
+        finally:
+            counts["finally ran"] += 1
+            counts["ended early"] += index < wanted - 1
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -93,6 +115,7 @@ def main() -> None:
         stop.wait()
     finally:
         triton.stop()
+    print(f"BENCH_GENERATIONS {json.dumps(counts)}", flush=True)  # stopped: every generation has ended
 
 
 if __name__ == "__main__":

@@ -230,9 +230,16 @@ class ServerRun:
             access_token=self._security.access_token,
             models=self.openai_models,
             on_given_up=lambda cause: self._on_given_up(f"the OpenAI endpoint exited unexpectedly ({cause})"),
+            on_cancel=self._cancel_stream,
         )
         self.supervisor.launch(openai).result()
         self._openai = openai
+
+    def _cancel_stream(self, model_name: str, key: str) -> None:
+        """The OpenAI endpoint gave up on a streamed request of ``model_name`` (its client went
+        away): every bound version's relay servers are told its cancel key (one has it)."""
+        for model in self._bindings.models.versions(model_name):
+            model.cancel(key)
 
     def openai_models(self) -> Dict[str, OpenAIModel]:
         """The bound models the OpenAI endpoint serves, by name."""

@@ -100,6 +100,10 @@ class BoundModels:
         """The bound model names, in binding order."""
         return list(self._models)
 
+    def versions(self, name: str) -> List[Model]:
+        """The bound versions of model ``name`` (none if it is not bound)."""
+        return list(self._models.get(name, {}).values())
+
     def check(self, model: Model) -> None:
         """Raise if ``model`` cannot be added: its name and version are bound, or its config differs.
 

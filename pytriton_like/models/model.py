@@ -172,6 +172,17 @@ class Model:
         """Whether its workers run (set up and not torn down)."""
         return bool(self._servers) or self._pool is not None
 
+    def cancel(self, key: str) -> None:
+        """Cancel the streamed request tagged with ``key`` (relay_server/cancel_keys.py), whichever
+        instance has it: each relay server is told (a worker process's through its pipe)."""
+        if not self.config.decoupled:
+            return
+        for server in list(self._servers):
+            server.cancel(key)
+        pool = self._pool
+        if pool is not None:
+            pool.cancel(key)
+
     def busy(self) -> bool:
         """Whether any of its workers is handling a batch."""
         return any(server.busy() for server in self._servers) or (self._pool is not None and self._pool.busy())

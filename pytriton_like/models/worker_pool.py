@@ -22,7 +22,7 @@ from ..exceptions import PyTritonUnrecoverableError, PyTritonValidationError
 from ..relay.transport import UNIX_SCHEME
 from ..supervisor import Child, RestartPolicy, Supervisor, describe_exit
 from .worker_options import WorkerOptions
-from .worker_process import WORKER_ENV, Ready, SetupFailed, Stop, Unrecoverable, WorkerSpec, worker_main
+from .worker_process import WORKER_ENV, Cancel, Ready, SetupFailed, Stop, Unrecoverable, WorkerSpec, worker_main
 
 __all__ = ["WorkerPool"]
 
@@ -55,6 +55,7 @@ class WorkerChild(Child):
         self._pool = pool
         self._busy = busy
         self._lock = threading.Lock()  # the process's start and end (the supervisor's threads, the pool's close)
+        self._pipe_lock = threading.Lock()  # sends on the pipe, and its close (cancel() comes from other threads)
         self._closed = False
 
     def start(self) -> None:
@@ -128,8 +129,9 @@ class WorkerChild(Child):
         try:
             message = self._conn.recv()
         except (EOFError, OSError):  # the worker is going: its sentinel says so next
-            self._conn.close()
-            self._conn = None
+            with self._pipe_lock:
+                self._conn.close()
+                self._conn = None
             return
         if isinstance(message, Unrecoverable):
             self._pool.on_unrecoverable(PyTritonUnrecoverableError(message.message))
@@ -147,9 +149,18 @@ class WorkerChild(Child):
 
     def ask_to_stop(self) -> None:
         """Tell the process to stop after the batch it runs (it exits then)."""
-        if self._conn is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self._conn.send(Stop())
+        with self._pipe_lock:
+            if self._conn is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self._conn.send(Stop())
+
+    def cancel(self, key: str) -> None:
+        """Tell the process that the streamed request tagged with ``key`` is cancelled
+        (relay_server/cancel_keys.py); not while it sets up (it reads its pipe once serving)."""
+        with self._pipe_lock:
+            if self._conn is not None and self.serving:
+                with contextlib.suppress(OSError, ValueError):  # going away
+                    self._conn.send(Cancel(key))
 
     def stop(self, grace_s: float = _STOP_TIMEOUT_S) -> None:
         """Stop, then up to ``grace_s`` for the process to finish its batch, then SIGKILL."""
@@ -181,9 +192,10 @@ class WorkerChild(Child):
         """Forget the last process (joined: it ended) and its pipe."""
         if self.process is not None:
             self.process.join(5)
-        if self._conn is not None:
-            self._conn.close()
-        self.process = self._conn = None
+        with self._pipe_lock:
+            if self._conn is not None:
+                self._conn.close()
+            self.process = self._conn = None
 
 
 class WorkerPool:
@@ -244,6 +256,12 @@ class WorkerPool:
     def alive(self) -> int:
         """How many workers serve (started, and not lost since)."""
         return sum(child.serving for child in self.children)
+
+    def cancel(self, key: str) -> None:
+        """Tell every worker that the streamed request tagged with ``key`` is cancelled (the one
+        that has it ends it; the others remember the key a while, in case its batch comes later)."""
+        for child in self.children:
+            child.cancel(key)
 
     def close(self, grace_s: float = _STOP_TIMEOUT_S) -> None:
         """Stop every worker: each finishes the batch it runs (up to ``grace_s``), then is killed."""

@@ -24,7 +24,7 @@ from ..relay_server.strategy import start_model_instance
 from .loopback import LoopbackClients
 from .warmup import warm_up
 
-__all__ = ["CallableByName", "Ready", "SetupFailed", "Stop", "Unrecoverable", "WORKER_ENV", "WorkerSpec", "check_not_in_worker", "portable", "worker_main"]
+__all__ = ["CallableByName", "Cancel", "Ready", "SetupFailed", "Stop", "Unrecoverable", "WORKER_ENV", "WorkerSpec", "check_not_in_worker", "portable", "worker_main"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,13 @@ class Stop:
     """Parent to child: stop serving (after the batch that runs) and exit."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Cancel:
+    """Parent to child: cancel the streamed request tagged with ``key`` (relay_server/cancel_keys.py)."""
+
+    key: str
+
+
 def check_not_in_worker(what: str) -> None:
     """Raise while a spawned worker process imports the user's script: starting a server there
     means the script does not guard its top level."""
@@ -145,7 +152,11 @@ def worker_main(spec: WorkerSpec, conn: Any, busy_flag: Any = None) -> None:
         sys.exit(1)
     conn.send(Ready(os.getpid()))
     try:
-        conn.recv()  # Stop
+        while True:
+            message = conn.recv()
+            if not isinstance(message, Cancel):
+                break  # Stop
+            worker.cancel(message.key)
     except (EOFError, OSError):  # the parent is gone
         pass
     worker.close()

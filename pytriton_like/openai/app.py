@@ -5,6 +5,9 @@ Routes: ``GET /v1/models`` (and ``/v1/models/{model}``), ``POST /v1/chat/complet
 reports ready, else 503; no key needed). A streamed answer is sent once the model gave its first
 piece, so that a request Triton refuses (full queue, unknown model, a callable failing at once)
 still gets its status code; an error after that is one last ``data: {"error": ...}`` event.
+A client that reads more slowly than the model generates gets, once ``max_unread_bytes`` of a
+stream's events wait to be sent, one last error event (code ``slow_reader``) and its request's
+generation is stopped, so that one slow client costs bounded memory here and in tritonserver.
 """
 
 import asyncio
@@ -16,6 +19,7 @@ from typing import AsyncIterator, Callable, Dict, List, Optional
 
 from aiohttp import web
 
+from ..server.config import DEFAULT_OPENAI_MAX_UNREAD_BYTES
 from .contract import ModelKind, OpenAIModel
 from .errors import APIError, bad_request, internal_error, not_found_model
 from .requests import Generation, parse_chat, parse_completion, parse_embedding
@@ -37,13 +41,17 @@ class Routes:
         upstream: the calls to tritonserver.
         catalog: the models served now, by name (bound models following the contract).
         api_key: the key every ``/v1`` request must carry as ``Authorization: Bearer``, or None.
+        max_unread_bytes: per stream, the most bytes of events generated but not yet sent to the
+            client (waiting here, or in the connection's write buffer).
     """
 
-    def __init__(self, upstream: Upstream, catalog: Callable[[], Dict[str, OpenAIModel]], api_key: Optional[str]):
+    def __init__(self, upstream: Upstream, catalog: Callable[[], Dict[str, OpenAIModel]], api_key: Optional[str],
+                 max_unread_bytes: int = DEFAULT_OPENAI_MAX_UNREAD_BYTES):
         self._upstream = upstream
         self._catalog = catalog
         self._expected = f"Bearer {api_key}".encode() if api_key else None
         self._created = int(time.time())
+        self._max_unread_bytes = max_unread_bytes
 
     def application(self, max_body_bytes: int) -> web.Application:
         """The aiohttp application."""
@@ -138,30 +146,35 @@ class Routes:
             await response.write_eof()
             return response
         await response.write(b"".join(events))  # the first token, with the headers and the role
-        # Then a reader task takes the pieces as they come, and each write sends every piece that
+        # Then a reader task takes the pieces as they come, and each write sends every event that
         # arrived since the last one: one send per piece when the endpoint keeps up, fewer when busy.
-        arrived: asyncio.Queue = asyncio.Queue()
+        outbox = _Outbox()
+        limit = self._max_unread_bytes
 
         async def read() -> None:
             try:
                 async for item in pieces:
-                    arrived.put_nowait(item)
-                arrived.put_nowait(_END)
+                    events = []
+                    self._events(reply, [item], events, include_usage)
+                    outbox.put(events)
+                    if outbox.size + _write_buffer_size(request) > limit:
+                        outbox.put([event(_slow_reader(limit).body())], end=True)
+                        response.force_close()  # the connection closes once the client read the error
+                        await pieces.aclose()  # the request is given up: its generation stops
+                        return
+                events = []
+                self._events(reply, [_END], events, include_usage)
+                outbox.put(events, end=True)
             except APIError as error:
-                arrived.put_nowait(error)
+                outbox.put([event(error.body())], end=True)
             except Exception as exc:  # noqa: BLE001 - the stream ends with an error event, not silence
-                arrived.put_nowait(internal_error(exc))
+                outbox.put([event(internal_error(exc).body())], end=True)
 
         reader = asyncio.ensure_future(read())
         try:
             while True:
-                items = [await arrived.get()]
-                await asyncio.sleep(0)  # let the pieces already received join this write
-                while not arrived.empty():
-                    items.append(arrived.get_nowait())
-                events = []
-                ended = self._events(reply, items, events, include_usage)
-                await response.write(b"".join(events))
+                data, ended = await outbox.take()
+                await response.write(data)
                 if ended:
                     break
             await response.write_eof()
@@ -197,8 +210,12 @@ class Routes:
         One choice is read directly; several are read by one task each, merged through a queue.
         """
         if len(choices) == 1:
-            async for item in self._choice(model, choices[0], priority):
-                yield item
+            choice = self._choice(model, choices[0], priority)
+            try:
+                async for item in choice:
+                    yield item
+            finally:
+                await choice.aclose()  # now, not when collected: its request is given up at once
             return
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -249,6 +266,45 @@ class Routes:
         answers = await asyncio.gather(*(self._upstream.embed(model, part, parsed.priority) for part in parts))
         vectors = [vector for answer in answers for vector in answer]
         return web.json_response(embeddings_body(parsed.model, vectors, parsed.texts, parsed.base64))
+
+
+class _Outbox:
+    """One stream's events waiting to be written, their size, and whether the stream ended."""
+
+    def __init__(self):
+        self._events: List[bytes] = []
+        self.size = 0
+        self._ended = False
+        self._ready = asyncio.Event()
+
+    def put(self, events: List[bytes], end: bool = False) -> None:
+        self._events.extend(events)
+        self.size += sum(len(e) for e in events)
+        self._ended = self._ended or end
+        self._ready.set()
+
+    async def take(self):
+        """Every event waiting (once one is), joined, and whether the stream ended with them."""
+        await self._ready.wait()
+        await asyncio.sleep(0)  # let the pieces already received join this write
+        data, ended = b"".join(self._events), self._ended
+        self._events, self.size = [], 0
+        self._ready.clear()
+        return data, ended
+
+
+def _write_buffer_size(request: web.Request) -> int:
+    transport = request.transport
+    return transport.get_write_buffer_size() if transport is not None else 0
+
+
+def _slow_reader(limit: int) -> APIError:
+    return APIError(
+        500,
+        f"the stream was ended: its client read it more slowly than the model generated it, and {limit} bytes"
+        " waited to be sent (the server's TritonConfig.openai_max_unread_bytes)",
+        "server_error", None, "slow_reader",
+    )
 
 
 async def _body(request: web.Request):

@@ -162,17 +162,25 @@ def _piece_response(value: Any) -> dict:
 
 def _stream(func: Callable) -> Callable:
     def stream(requests: Sequence) -> Any:
-        generators = [iter(func(_decode(request))) for request in requests]
-        running = set(range(len(generators)))
-        while running:
-            responses: List[dict] = [{} for _ in generators]
-            for index in sorted(running):
-                try:
-                    responses[index] = _piece_response(next(generators[index]))
-                except StopIteration:
-                    running.discard(index)
-            if running:
-                yield responses
+        generators = []
+        try:
+            for request in requests:
+                generators.append(iter(func(_decode(request))))
+            running = set(range(len(generators)))
+            while running:
+                responses: List[dict] = [{} for _ in generators]
+                for index in sorted(running):
+                    try:
+                        responses[index] = _piece_response(next(generators[index]))
+                    except StopIteration:
+                        running.discard(index)
+                if running:
+                    yield responses
+        finally:  # ended early (the stream was cancelled, or a generator raised): close the others
+            for generator in generators:
+                close = getattr(generator, "close", None)
+                if close is not None:
+                    close()
 
     return stream
 
@@ -181,7 +189,7 @@ def _async_stream(func: Callable) -> Callable:
     async def stream(requests: Sequence) -> Any:
         generators = [func(_decode(request)) for request in requests]
         running = list(range(len(generators)))
-        try:
+        try:  # ended early (the stream was cancelled, or a generator raised): the others are closed
             while running:
                 # the running generators' next pieces, awaited together
                 pieces = await asyncio.gather(*(_next_piece(generators[index]) for index in running))

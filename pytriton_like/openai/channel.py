@@ -5,7 +5,8 @@ spent about 60 µs of CPU per message (its poller threads, then handing the mess
 loop); reading the frames here on the loop itself costs a fraction of that (bench/README.md,
 "The OpenAI endpoint's hop to Triton"). Only what the endpoint needs: calls of one method path
 with metadata, messages written and read as bytes (the caller (de)serialises them), a call
-cancelled (``RST_STREAM``, which Triton sees as the client cancelling), the ``grpc-status`` of
+half-closed (``END_STREAM``: no more messages from us; the server ends the call once it answered)
+or cancelled (``RST_STREAM``, which Triton sees as the client cancelling), the ``grpc-status`` of
 its end. No TLS, no compression, no deadlines: the peer is the tritonserver the library started.
 """
 
@@ -164,6 +165,12 @@ class Call:
                 self._waiter = None
         return self._messages.popleft()
 
+    def done_writing(self) -> None:
+        """Say that no more messages come (``END_STREAM``): the server ends the call once it has
+        answered what it got, without anything being cancelled."""
+        if self._status is None:
+            self._connection.end_stream(self)
+
     def cancel(self) -> None:
         """End the call (``RST_STREAM CANCEL`` if it had not ended): the server sees it cancelled."""
         if self._status is None:
@@ -252,6 +259,14 @@ class _Connection(asyncio.Protocol):
                 opened = self.loop.create_future()
                 self._window_opened.append(opened)
                 await opened
+
+    def end_stream(self, call: Call) -> None:
+        if self._lost is None:
+            try:
+                self._h2.end_stream(call.stream_id)
+            except H2Error:  # already half-closed, or closed on h2's side
+                return
+            self._flush()
 
     def reset(self, call: Call) -> None:
         self._calls.pop(call.stream_id, None)

@@ -7,12 +7,18 @@ cancelled — before the models are unloaded. A process that dies is started aga
 supervisor, on the same port, with the models bound at that moment. Nothing of it remains: its
 process exits when its stdin closes, which happens when this process closes it or dies (even by
 SIGKILL), and its port closes with it.
+
+Once it listens, a thread reads its standard output: the acknowledgements :meth:`update` waits
+for, and the streams the endpoint gave up on (``{"cancel": key, "model": name}``: its HTTP
+client went away, or read too slowly), handed to ``on_cancel`` so that their generation stops
+through the library rather than through a cancelled gRPC stream (relay_server/cancel_keys.py).
 """
 
 import ipaddress
 import json
 import logging
 import os
+import queue
 import select
 import subprocess
 import sys
@@ -49,6 +55,10 @@ class OpenAIServer(Child):
         models: the models it serves, by name, at each start (:meth:`update` tells it changes).
         policy: how often it is started again when it dies.
         on_given_up: called with how it ended when it is not started again.
+        on_cancel: called (on a thread of this object) with the model's name and the cancel key
+            of a streamed request the endpoint gave up on.
+        max_unread_bytes: per stream, the most bytes generated but not yet sent to the client
+            (``TritonConfig.openai_max_unread_bytes``); None: the default.
     """
 
     name = "the OpenAI endpoint"
@@ -64,13 +74,19 @@ class OpenAIServer(Child):
         models: Callable[[], Dict[str, OpenAIModel]],
         policy: RestartPolicy = RestartPolicy(),
         on_given_up: Callable[[str], None] = lambda cause: None,
+        on_cancel: Optional[Callable[[str, str], None]] = None,
+        max_unread_bytes: Optional[int] = None,
     ):
         self.host = host
         self.port = port
         self.policy = policy
         self._settings = {
             "host": host, "port": port, "grpc_target": grpc_target, "access_token": access_token, "api_key": api_key,
+            "max_unread_bytes": max_unread_bytes,
         }
+        self._on_cancel = on_cancel
+        self._answers: "queue.Queue[Optional[dict]]" = queue.Queue()  # this process's lines that are no cancel
+        self._reader: Optional[threading.Thread] = None
         self._models = models
         self._on_given_up = on_given_up
         self._lock = threading.Lock()
@@ -85,6 +101,7 @@ class OpenAIServer(Child):
         access_token: Optional[str],
         models: Callable[[], Dict[str, OpenAIModel]],
         on_given_up: Callable[[str], None],
+        on_cancel: Optional[Callable[[str, str], None]] = None,
     ) -> "OpenAIServer":
         """The endpoint ``config`` asks for (``allow_openai``), forwarding to its server's gRPC
         endpoint; logs a warning when it listens beyond loopback without an API key."""
@@ -105,6 +122,8 @@ class OpenAIServer(Child):
             models=models,
             policy=config.restart_policy(),
             on_given_up=on_given_up,
+            on_cancel=on_cancel,
+            max_unread_bytes=config.openai_unread_limit(),
         )
 
     @property
@@ -115,6 +134,7 @@ class OpenAIServer(Child):
     def start(self) -> None:
         with self._lock:
             self._release()
+            self._answers = queue.Queue()
             self._process = subprocess.Popen(
                 [sys.executable, "-m", SERVICE_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 env=os.environ.copy(),
@@ -134,6 +154,12 @@ class OpenAIServer(Child):
         try:
             with self._lock:
                 answer = self._answer()
+                if answer.get("ready") is True:  # from now on a thread reads its lines (before update() may wait)
+                    self._reader = threading.Thread(
+                        target=self._read, args=(self._process.stdout, self._answers),
+                        name="pytriton_like-openai-stdout", daemon=True,
+                    )
+                    self._reader.start()
         except BaseException:
             self.close()
             raise
@@ -169,7 +195,11 @@ class OpenAIServer(Child):
                 if self._process is None:
                     return  # being started again: it reads the models bound then
                 self._send(_models_line(models))
-                self._answer()
+                answer = self._answers.get(timeout=_START_TIMEOUT_S)
+            if answer is None:
+                raise PyTritonServerError("it exited (see stderr)")
+        except queue.Empty:
+            logger.warning("the OpenAI endpoint did not acknowledge the models within %s s", _START_TIMEOUT_S)
         except (OSError, ValueError, PyTritonServerError) as exc:
             logger.warning("cannot tell the OpenAI endpoint the models (it exited?): %s", exc)
 
@@ -199,6 +229,9 @@ class OpenAIServer(Child):
             if process.poll() is None:
                 process.kill()
                 process.wait()
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                reader.join(_STOP_TIMEOUT_S)  # it ends at the end of the process's stdout
             for stream in (process.stdin, process.stdout):
                 if stream is not None and not stream.closed:
                     try:
@@ -228,6 +261,33 @@ class OpenAIServer(Child):
                     code = self._process.wait()
                     raise PyTritonServerError(f"the OpenAI endpoint {describe_exit(code)} while starting (see stderr)")
                 return json.loads(line)
+
+
+    def _read(self, stdout, answers: "queue.Queue[Optional[dict]]") -> None:
+        """One process's lines once it listens: cancels to ``on_cancel``, the others to :meth:`update`."""
+        try:
+            for line in stdout:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    logger.warning("the OpenAI endpoint wrote a line that is not JSON: %r", line[:200])
+                    continue
+                if isinstance(message, dict) and "cancel" in message:
+                    self._cancel(message)
+                else:
+                    answers.put(message)
+        except (OSError, ValueError):  # closed under the thread
+            pass
+        finally:
+            answers.put(None)
+
+    def _cancel(self, message: dict) -> None:
+        if self._on_cancel is None:
+            return
+        try:
+            self._on_cancel(str(message.get("model")), str(message["cancel"]))
+        except Exception:  # noqa: BLE001 - one cancel that failed must not stop the others
+            logger.exception("cannot cancel the stream of model %r", message.get("model"))
 
 
 def _models_line(models: Dict[str, OpenAIModel]) -> bytes:

@@ -11,7 +11,9 @@ streams, one JSON object per line:
   served at first (read before it listens), then again whenever the bound models change;
 - stdout: ``{"ready": true}`` once it listens, or ``{"error": "..."}`` if it cannot; then
   ``{"models": N}`` once it serves the models of each later line (the parent waits for it, so that
-  a model bound is on the endpoint when ``bind`` returns);
+  a model bound is on the endpoint when ``bind`` returns), and ``{"cancel": key, "model": name}``
+  for each streamed request given up before its end (its client went away, or read too slowly):
+  the parent ends that request's generation by its cancel key (relay_server/cancel_keys.py);
 - end of stdin (the parent closed it, or died — even by SIGKILL): it stops accepting requests,
   cancels the streams still open after a short grace, and exits.
 
@@ -28,6 +30,7 @@ from typing import Dict
 
 from aiohttp import web
 
+from ..server.config import DEFAULT_OPENAI_MAX_UNREAD_BYTES
 from .app import Routes
 from .contract import OpenAIModel, catalog_from_json
 from .server import SHUTDOWN_GRACE_S
@@ -38,11 +41,13 @@ __all__ = ["main"]
 _MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
-async def _serve(reader: asyncio.StreamReader) -> int:
+async def _serve(reader: asyncio.StreamReader, parent: "_Parent") -> int:
     settings = json.loads(await reader.readline())
     models: Dict[str, OpenAIModel] = catalog_from_json(json.loads(await reader.readline())["models"])
-    upstream = Upstream(settings["grpc_target"], settings.get("access_token"))
-    routes = Routes(upstream, lambda: models, settings.get("api_key"))
+    upstream = Upstream(settings["grpc_target"], settings.get("access_token"),
+                        on_abandoned=lambda model, key: parent.say({"cancel": key, "model": model}))
+    routes = Routes(upstream, lambda: models, settings.get("api_key"),
+                    settings.get("max_unread_bytes") or DEFAULT_OPENAI_MAX_UNREAD_BYTES)
     # handler_cancellation: a client that goes away cancels its handler, hence its requests to Triton
     runner = web.AppRunner(
         routes.application(_MAX_BODY_BYTES), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
@@ -51,11 +56,11 @@ async def _serve(reader: asyncio.StreamReader) -> int:
         await runner.setup()
         await web.TCPSite(runner, settings["host"], settings["port"], reuse_address=True).start()
     except OSError as exc:
-        _say({"error": str(exc)})
+        parent.say({"error": str(exc)})
         await runner.cleanup()
         await upstream.close()
         return 1
-    _say({"ready": True})
+    parent.say({"ready": True})
     try:
         while True:
             line = await reader.readline()
@@ -64,23 +69,37 @@ async def _serve(reader: asyncio.StreamReader) -> int:
             message = json.loads(line)
             if "models" in message:
                 models = catalog_from_json(message["models"])
-                _say({"models": len(models)})
+                parent.say({"models": len(models)})
     finally:
         await runner.cleanup()
         await upstream.close()
     return 0
 
 
-def _say(message: dict) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+class _Parent:
+    """Lines to the parent on stdout, written without blocking the event loop (a pipe transport)."""
+
+    def __init__(self, transport: asyncio.WriteTransport):
+        self._transport = transport
+
+    def say(self, message: dict) -> None:
+        if not self._transport.is_closing():
+            self._transport.write(json.dumps(message).encode() + b"\n")
 
 
 async def _main() -> int:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 24)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    return await _serve(reader)
+    transport, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout)
+    try:
+        return await _serve(reader, _Parent(transport))
+    finally:
+        for _ in range(100):  # what is still to be written (the parent may be gone: a while only)
+            if not transport.get_write_buffer_size():
+                break
+            await asyncio.sleep(0.01)
+        transport.close()
 
 
 def main() -> int:

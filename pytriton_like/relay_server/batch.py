@@ -102,6 +102,10 @@ class BatchServer:
         """Whether a batch is being handled right now."""
         return bool(self._busy.value)
 
+    def cancel(self, key: str) -> None:
+        """Nothing to do: a model that does not stream answers each batch once (cancel keys are
+        for streams, :mod:`.cancel_keys`)."""
+
     def _serve(self) -> None:
         listener_fd, wake_fd = self._listener.fileno(), self._wake_reader.fileno()
         try:

@@ -7,13 +7,17 @@
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
-from typing import AsyncIterator, Callable, List, Optional
+import logging
+from typing import AsyncIterator, Callable, Coroutine, List, Optional
 
 from ..proxy.types import Request
 from .hints import call_hint
 
 __all__ = ["BatchCall", "ResponseStream"]
+
+logger = logging.getLogger(__name__)
 
 _DONE = object()
 
@@ -51,7 +55,9 @@ class ResponseStream:
     """``requests -> async iterator of responses`` on the caller's event loop.
 
     Sync code (a plain function, each step of a generator) runs in a thread pool so that the
-    event loop goes on serving other batches meanwhile.
+    event loop goes on serving other batches meanwhile. A stream that ends early (closed, or its
+    task cancelled) closes the callable's generator, so that its ``finally`` runs and no further
+    piece is asked of it; a sync step still running is waited for first.
     """
 
     def __init__(self, infer_func: Callable, max_threads: int = 32):
@@ -72,21 +78,71 @@ class ResponseStream:
                 raise
             raise TypeError(f"{exc}; {hint}") from exc
         if inspect.isasyncgen(result):
-            async for responses in result:
-                yield responses
+            try:
+                async for responses in result:
+                    yield responses
+            finally:
+                if result.ag_frame is not None:  # not run to its end
+                    await _uninterrupted(_close_async(result))
         elif inspect.isgenerator(result):
-            while True:
-                responses = await loop.run_in_executor(self._pool, next, result, _DONE)
-                if responses is _DONE:
-                    return
-                yield responses
+            step: Optional[concurrent.futures.Future] = None
+            try:
+                while True:
+                    step = self._pool.submit(next, result, _DONE)
+                    responses = await asyncio.wrap_future(step)
+                    if responses is _DONE:
+                        return
+                    yield responses
+            finally:
+                if inspect.getgeneratorstate(result) != inspect.GEN_CLOSED:  # not run to its end
+                    await _uninterrupted(self._close(result, step))
         elif inspect.isawaitable(result):
             yield await result
         else:
             yield result
 
+    async def _close(self, generator, step: Optional[concurrent.futures.Future]) -> None:
+        """Close a sync generator: after its step still running (if any), in the pool (its
+        ``finally`` may block)."""
+        if step is not None and not step.cancel() and not step.done():
+            with contextlib.suppress(Exception):  # the step's own error is not ours to raise now
+                await asyncio.wrap_future(step)
+        try:
+            closing = self._pool.submit(generator.close)
+        except RuntimeError:  # the pool was shut down: close it here
+            closing = None
+        try:
+            if closing is None:
+                generator.close()
+            else:
+                await asyncio.wrap_future(closing)
+        except Exception:  # noqa: BLE001 - a finally that raises: the stream ended anyway
+            logger.exception("closing the inference callable's generator failed")
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def _close_async(generator) -> None:
+    try:
+        await generator.aclose()
+    except Exception:  # noqa: BLE001 - as for a sync generator's close
+        logger.exception("closing the inference callable's async generator failed")
+
+
+async def _uninterrupted(cleanup: Coroutine) -> None:
+    """Run ``cleanup`` to its end even if the task awaiting it is cancelled meanwhile (then
+    raise CancelledError after it): a generator left half-closed would never run its ``finally``."""
+    task = asyncio.ensure_future(cleanup)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    task.result()
 
 
 def _is_coroutine_function(func: Callable) -> bool:

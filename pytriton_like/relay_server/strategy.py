@@ -20,6 +20,10 @@ class RelayServer(Protocol):
     def busy(self) -> bool:
         """Whether a batch is being handled (a callable runs, or a stream goes on)."""
 
+    def cancel(self, key: str) -> None:
+        """Cancel the streamed request tagged with ``key`` (:mod:`.cancel_keys`); from any thread.
+        A model that does not stream has nothing to cancel."""
+
     def close(self) -> None:
         """Stop serving; what runs is waited for only a while."""
 

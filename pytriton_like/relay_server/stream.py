@@ -4,7 +4,10 @@ An asyncio loop on a thread of its own serves the instance's socket; each batch 
 that streams the callable's responses back as RESULT messages, the last flagged FINAL. Batches
 run concurrently: a slow one does not hold up the others. Tensors travel inline (no arena):
 several batches stream at once. A CANCEL from the backend (every stream of the batch was
-cancelled by its client) cancels the batch's task.
+cancelled by its client) cancels the batch's task; so does :meth:`StreamServer.cancel` once
+every request of a batch was cancelled by its key (:mod:`.cancel_keys`). Either way the
+callable's generator is closed and the batch ends with its FINAL, so that Triton ends each
+request's stream with its final response.
 """
 
 import asyncio
@@ -18,6 +21,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 from ..relay.protocol import Flags, Kind, ProtocolError, decode_batch, encode_header, failed_result, read_header
 from ..relay.transport import Channel, ChannelClosed, FramingError, listen
 from .calling import ResponseStream
+from .cancel_keys import CANCEL_KEY_PARAMETER, CancelKeys
 from .handling import BatchHandler, Flag
 
 __all__ = ["StreamServer"]
@@ -43,6 +47,7 @@ class StreamServer:
         self._tasks: Set[asyncio.Task] = set()
         self._batches: Dict[Tuple[int, int], asyncio.Task] = {}  # (connection, batch id) -> its task
         self._channels: Dict[int, Channel] = {}
+        self._keys = CancelKeys()  # used on the loop's thread only
         self._stopped: Optional[asyncio.Event] = None
         self._started = threading.Event()
         name = os.path.basename(self._listener.path)
@@ -65,6 +70,16 @@ class StreamServer:
         """Whether a batch is still streaming."""
         return bool(self._busy.value)
 
+    def cancel(self, key: str) -> None:
+        """Cancel the request tagged with ``key`` (parameter ``CANCEL_KEY_PARAMETER``); from any thread.
+
+        Once every request of its batch is cancelled, the batch ends as for the backend's CANCEL;
+        a key of a batch that has not arrived yet is remembered for a while, and that batch then
+        ends at once without calling the callable.
+        """
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing streams any more
+            self._loop.call_soon_threadsafe(self._cancel_key, key)
+
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._stopped = asyncio.Event()
@@ -86,6 +101,12 @@ class StreamServer:
 
     def _stop(self) -> None:
         self._stopped.set()
+
+    def _cancel_key(self, key: str) -> None:
+        batch = self._keys.cancel(key)
+        task = self._batches.get(batch) if batch is not None else None
+        if task is not None:
+            task.cancel()
 
     def _accept(self) -> None:
         channel = self._listener.accept()
@@ -139,6 +160,12 @@ class StreamServer:
             self._drop(channel)
             return
         key = (channel.fileno(), batch.batch_id)
+        keys = [(request.parameters or {}).get(CANCEL_KEY_PARAMETER) for request in batch.requests]
+        if self._keys.add(key, [k if isinstance(k, str) else None for k in keys]):
+            # every request was cancelled while it waited in Triton's queue: end it, call nothing
+            with contextlib.suppress(OSError):
+                channel.send([_final(batch)])
+            return
         task = self._loop.create_task(self._run_batch(channel, batch))
         self._tasks.add(task)
         self._busy.value = True
@@ -147,8 +174,13 @@ class StreamServer:
         def done(finished, key=key):
             self._tasks.discard(finished)
             self._busy.value = bool(self._tasks)
+            self._keys.remove(key)
             if self._batches.get(key) is finished:
                 del self._batches[key]
+            if finished.cancelled() and not self._stopped.is_set() and self._channels.get(key[0]) is channel:
+                # cancelled before it started, so _run_batch could not answer: its slot is freed here
+                with contextlib.suppress(OSError):
+                    channel.send([_final(batch)])
 
         task.add_done_callback(done)
 
@@ -156,23 +188,29 @@ class StreamServer:
         handler = self._handler
         started = time.perf_counter_ns()
         requests = batch.requests
+        stream = self._stream(requests)
         try:
-            async for responses in self._stream(requests):
-                parts, _ = handler.result(batch.batch_id, batch.slot, requests, responses, final=False)
-                channel.send(parts)
-            reply = encode_header(
-                Kind.RESULT, flags=Flags.FINAL, batch_id=batch.batch_id, slot=batch.slot,
-                value=time.perf_counter_ns() - started,
-            )
+            try:
+                async for responses in stream:
+                    parts, _ = handler.result(batch.batch_id, batch.slot, requests, responses, final=False)
+                    channel.send(parts)
+            finally:
+                await stream.aclose()  # the callable's generator closed (its finally runs) before the FINAL
+            reply = _final(batch, time.perf_counter_ns() - started)
         except asyncio.CancelledError:
             if self._stopped.is_set() or channel.fileno() not in self._channels:
                 raise
-            # the backend cancelled it: say it ended, so that its slot is freed
-            reply = encode_header(Kind.RESULT, flags=Flags.FINAL, batch_id=batch.batch_id, slot=batch.slot,
-                                  value=time.perf_counter_ns() - started)
+            # the backend, or every request's cancel key, cancelled it: say it ended, so that its
+            # slot is freed and Triton sends each request's final response
+            reply = _final(batch, time.perf_counter_ns() - started)
         except OSError:
             return  # the connection is gone
         except Exception as exc:  # noqa: BLE001 - the stream ends with the error, after what was sent
             reply = handler.failure(batch.batch_id, batch.slot, exc, time.perf_counter_ns() - started)
         with contextlib.suppress(OSError):
             channel.send([reply])
+
+
+def _final(batch, callable_ns: int = 0) -> bytes:
+    """The FINAL RESULT that ends ``batch`` (no response of its own)."""
+    return encode_header(Kind.RESULT, flags=Flags.FINAL, batch_id=batch.batch_id, slot=batch.slot, value=callable_ns)

@@ -30,6 +30,7 @@ _NOT_FLAGS = {
     "openai_address",
     "openai_port",
     "openai_api_key",
+    "openai_max_unread_bytes",
     # how pytriton_like restarts tritonserver and the endpoint
     "max_restarts",
     "restart_window_secs",

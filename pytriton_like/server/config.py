@@ -23,6 +23,8 @@ DEFAULT_METRICS_PORT = 8002
 DEFAULT_SAGEMAKER_PORT = 8080  # tritonserver's defaults
 DEFAULT_VERTEX_AI_PORT = 8080
 DEFAULT_OPENAI_PORT = 9000  # pytriton_like's OpenAI-compatible endpoint (docs/openai.md)
+# Per OpenAI stream, the most bytes generated but not yet sent (openai_max_unread_bytes): thousands of events.
+DEFAULT_OPENAI_MAX_UNREAD_BYTES = 1 << 20
 # How long the relay polls for the answer it expects before it sleeps (TritonConfig.relay_spin_us):
 # off by default, since on a machine whose CPUs are busy polling costs more than it saves
 # (bench/README.md).
@@ -128,6 +130,8 @@ class TritonConfig:
         openai_address: the address the OpenAI endpoint listens on (default: every interface).
         openai_port: the OpenAI endpoint's port (default 9000).
         openai_api_key: the key each request must send as ``Authorization: Bearer <key>``.
+        openai_max_unread_bytes: per OpenAI stream, the most bytes generated but not yet sent to a
+            slow client (default 1 MiB); past it the stream ends with an error and its generation stops.
         max_restarts: pytriton_like's own: how many times tritonserver (or the OpenAI endpoint's
             process) that died is started again, on the same ports with the same models, within
             ``restart_window_secs`` (default 20; 0: never); one death more, or three restarts in a
@@ -205,6 +209,7 @@ class TritonConfig:
     openai_api_key: Optional[str] = dataclasses.field(default=None, repr=False)
     max_restarts: Optional[int] = None
     restart_window_secs: Optional[float] = None
+    openai_max_unread_bytes: Optional[int] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -219,6 +224,8 @@ class TritonConfig:
             raise PyTritonValidationError(
                 f"TritonConfig: relay_in_flight must be within 1..{MAX_RELAY_IN_FLIGHT}, got {self.relay_in_flight}"
             )
+        if self.openai_max_unread_bytes is not None and self.openai_max_unread_bytes < 1:
+            raise PyTritonValidationError(f"TritonConfig: openai_max_unread_bytes must be 1 or more, got {self.openai_max_unread_bytes}")
         if self.drain_secs is not None and not self.drain_secs >= 0:
             raise PyTritonValidationError(f"TritonConfig: drain_secs must be 0 or more, got {self.drain_secs}")
         if self.allow_openai and (self.allow_grpc is False or self.grpc_use_ssl):
@@ -252,6 +259,10 @@ class TritonConfig:
     def openai_endpoint_port(self) -> Optional[int]:
         """The OpenAI endpoint's port when ``allow_openai`` is on, else None."""
         return (self.openai_port or DEFAULT_OPENAI_PORT) if self.allow_openai else None
+
+    def openai_unread_limit(self) -> int:
+        """``openai_max_unread_bytes``, or its default when unset."""
+        return DEFAULT_OPENAI_MAX_UNREAD_BYTES if self.openai_max_unread_bytes is None else self.openai_max_unread_bytes
 
     def restart_policy(self) -> RestartPolicy:
         """How often tritonserver and the OpenAI endpoint's process are started again (defaults applied)."""

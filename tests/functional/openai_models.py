@@ -2,12 +2,14 @@
 
 import asyncio
 import json
+import os
 import threading
 import time
 
 import numpy as np
 
-from pytriton_like.openai import Piece
+from pytriton_like.openai import GenerationRequest, Piece
+from pytriton_like.openai.contract import PIECE_OUTPUT, REQUEST_INPUT
 
 API_KEY = "sk-test-key"
 SECRET = "/srv/secret/weights.bin"  # in a callable's exception: must not reach the client
@@ -113,3 +115,62 @@ ORDERED = Ordered()
 
 def ask(text):
     return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}]
+
+
+class Counted:
+    """Streams ``pieces`` pieces without a pause (the load that made tritonserver 2.51 abort when
+    cancelled through gRPC); counts the generations started, those whose ``finally`` ran, and those
+    that ended before their last piece."""
+
+    def __init__(self, pieces=64):
+        self.pieces = pieces
+        self.started = self.finally_ran = self.ended_early = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request):
+        with self._lock:
+            self.started += 1
+        given = 0
+        try:
+            for index in range(self.pieces):
+                given += 1
+                yield f" t{index}"
+        finally:
+            with self._lock:
+                self.finally_ran += 1
+                self.ended_early += given < self.pieces
+
+
+class Endless:
+    """Streams until closed, without a pause; records how many pieces it gave and when it was closed."""
+
+    def __init__(self):
+        self.given = 0
+        self.closed = threading.Event()
+
+    def __call__(self, request):
+        self.closed.clear()
+        try:
+            while True:
+                self.given += 1
+                yield "x" * 100
+        finally:
+            self.closed.set()
+
+
+def marked_stream(requests):
+    """A streaming model of the OpenAI contract bound with ``triton.bind(..., workers=2)``
+    (``bind_chat_model`` has no ``workers``): each request's last message names a file, to which
+    the generation writes, in its ``finally``, how many pieces it gave and its process id.
+    ``max_tokens`` pieces (default 1000), 10 ms each."""
+    (request,) = requests
+    generation = GenerationRequest.from_json(request[REQUEST_INPUT].reshape(-1)[0])
+    given = 0
+    try:
+        for index in range(generation.max_tokens or 1000):
+            time.sleep(0.01)
+            given += 1
+            yield [{PIECE_OUTPUT: np.array([[Piece(f"{index} ").to_json()]], dtype=np.bytes_)}]
+    finally:
+        with open(generation.messages[-1]["content"], "w") as marker:
+            marker.write(f"{given} {os.getpid()}")

@@ -25,6 +25,7 @@ from pytriton_like.relay.protocol import (
 from pytriton_like.relay.shm import Arena, map_received
 from pytriton_like.relay.transport import connect
 from pytriton_like.relay_server.calling import BatchCall, ResponseStream
+from pytriton_like.relay_server.cancel_keys import CANCEL_KEY_PARAMETER
 from pytriton_like.relay_server.handling import DEFAULT_SHM_THRESHOLD, BatchHandler
 from pytriton_like.relay_server.batch import BatchServer
 from pytriton_like.relay_server.outputs import OutputChecker
@@ -326,3 +327,111 @@ def test_cancel_ends_a_stream_with_a_final_result(serve):
     while worker.busy():
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+# -- cancel keys (relay_server/cancel_keys.py) -------------------------------------------------------
+
+
+def keyed(x, key):
+    return req([x], parameters={CANCEL_KEY_PARAMETER: key})
+
+
+def finals_after(backend, batch_id, timeout_s=10):
+    """Results of ``batch_id`` until its FINAL; the number of non-final ones."""
+    deadline, steps = time.monotonic() + timeout_s, 0
+    while True:
+        assert time.monotonic() < deadline
+        result = backend.receive()
+        assert result.batch_id == batch_id
+        if result.final:
+            assert result.error is None
+            return steps
+        steps += 1
+
+
+class Endless:
+    """A sync generator per batch, a step every 10 ms; counts the steps and whether it was closed."""
+
+    def __init__(self, step_s=0.01):
+        self.step_s = step_s
+        self.steps = 0
+        self.closed = threading.Event()
+        self.started = threading.Event()
+
+    def __call__(self, requests):
+        self.started.set()
+        try:
+            while True:
+                time.sleep(self.step_s)
+                self.steps += 1
+                yield [{"y": request["x"]} for request in requests]
+        finally:
+            self.closed.set()
+
+
+def test_a_cancel_key_ends_its_batch_closing_the_generator(serve):
+    endless = Endless()
+    worker, backend = serve(endless, stream=True)
+    batch_id = backend.send([keyed(1.0, "k1")])
+    assert not backend.receive().final
+    worker.cancel("k1")
+    finals_after(backend, batch_id)
+    assert endless.closed.is_set()  # its finally ran before the FINAL
+    steps = endless.steps
+    time.sleep(0.1)
+    assert endless.steps == steps  # and nothing more was asked of it
+
+
+def test_a_step_running_when_cancelled_is_waited_for_then_the_generator_closed(serve):
+    endless = Endless(step_s=0.5)
+    worker, backend = serve(endless, stream=True)
+    batch_id = backend.send([keyed(1.0, "slow")])
+    assert endless.started.wait(5)
+    time.sleep(0.1)  # the first step is running
+    worker.cancel("slow")
+    finals_after(backend, batch_id)
+    assert endless.steps == 1 and endless.closed.is_set()
+
+
+def test_a_key_cancelled_before_its_batch_came_ends_it_without_calling_the_callable(serve):
+    endless = Endless()
+    worker, backend = serve(endless, stream=True)
+    worker.cancel("early")
+    time.sleep(0.05)  # the cancel reaches the server's loop first
+    batch_id = backend.send([keyed(1.0, "early")])
+    assert finals_after(backend, batch_id) == 0
+    assert not endless.started.is_set()
+
+
+def test_a_batch_ends_once_every_request_of_it_is_cancelled(serve):
+    endless = Endless()
+    worker, backend = serve(endless, stream=True)
+    batch_id = backend.send([keyed(1.0, "a"), keyed(2.0, "b")])
+    assert not backend.receive().final
+    worker.cancel("a")
+    time.sleep(0.1)
+    assert not endless.closed.is_set()  # "b" still streams (the backend discards "a"'s pieces)
+    worker.cancel("b")
+    finals_after(backend, batch_id)
+    assert endless.closed.is_set()
+
+
+def test_an_async_generator_is_closed_by_its_cancel_key(serve):
+    import asyncio
+
+    closed = threading.Event()
+
+    async def endless(requests):
+        try:
+            while True:
+                yield [{"y": request["x"]} for request in requests]
+                await asyncio.sleep(0.01)
+        finally:
+            closed.set()
+
+    worker, backend = serve(endless, stream=True)
+    batch_id = backend.send([keyed(1.0, "k")])
+    assert not backend.receive().final
+    worker.cancel("k")
+    finals_after(backend, batch_id)
+    assert closed.is_set()

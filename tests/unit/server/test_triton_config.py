@@ -423,6 +423,7 @@ def test_argv_every_flag_is_a_tritonserver_option():
         "repository_poll_secs", "load_model", "extra_args", "drain_secs", "triton_home",
         "allow_openai", "openai_address", "openai_port", "openai_api_key",  # the OpenAI endpoint is a process of ours
         "max_restarts", "restart_window_secs",  # how pytriton_like restarts tritonserver and the endpoint
+        "openai_max_unread_bytes",
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS
@@ -444,6 +445,14 @@ def test_openai_endpoint_fields():
     for fields in ({"allow_grpc": False}, {"grpc_use_ssl": True}):
         with pytest.raises(PyTritonValidationError, match=r"allow_openai needs the gRPC endpoint without SSL"):
             TritonConfig(allow_openai=True, **fields)
+
+
+def test_openai_max_unread_bytes():
+    assert TritonConfig().openai_unread_limit() == 1 << 20
+    config = TritonConfig.from_env(env(allow_openai="true", openai_max_unread_bytes="65536"))
+    assert config.openai_max_unread_bytes == 65536 and config.openai_unread_limit() == 65536
+    with pytest.raises(PyTritonValidationError, match=r"openai_max_unread_bytes must be 1 or more, got 0"):
+        TritonConfig(openai_max_unread_bytes=0)
 
 
 def test_argv_is_pure():
