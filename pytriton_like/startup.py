@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
 
 from .access_tokens import write_token
 from .console import Console
-from .exceptions import PyTritonInvalidOperationError, PyTritonServerError, PyTritonValidationError
+from .exceptions import PyTritonServerError, PyTritonValidationError
 from .model_config.ensemble import EnsembleConfig, validate_ensemble
 from .models.bindings import Bindings
 from .models.loopback import LoopbackClients, loopback_url

@@ -262,7 +262,6 @@ class OpenAIServer(Child):
                     raise PyTritonServerError(f"the OpenAI endpoint {describe_exit(code)} while starting (see stderr)")
                 return json.loads(line)
 
-
     def _read(self, stdout, answers: "queue.Queue[Optional[dict]]") -> None:
         """One process's lines once it listens: cancels to ``on_cancel``, the others to :meth:`update`."""
         try:
