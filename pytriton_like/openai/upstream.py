@@ -24,7 +24,7 @@ import secrets
 import struct
 from typing import AsyncIterator, Callable, List, Optional, Sequence, Set
 
-from tritonclient.grpc import service_pb2
+from ..model_config.proto import service_pb2
 
 from ..relay_server.cancel_keys import CANCEL_KEY_PARAMETER
 from ..server.security import ACCESS_TOKEN_HEADER

@@ -128,3 +128,23 @@ def run_python(code: str) -> str:
 
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return completed.stdout.strip()
+
+
+def test_the_openai_endpoints_process_loads_no_grpcio():
+    # The endpoint speaks gRPC itself (openai/channel.py, over h2) and reads Triton's service
+    # messages from their file (model_config/proto.py): grpcio's threads and memory stay out.
+    loaded = modules_loaded_by(
+        "pytriton_like.openai.service",
+        ["grpc", "tritonclient.grpc", "tritonclient.grpc.service_pb2", "gevent"],
+    )
+    assert loaded == "['tritonclient.grpc.service_pb2']"
+
+
+def test_a_client_imported_after_the_endpoints_modules_shares_the_service_messages():
+    code = (
+        "from pytriton_like.model_config.proto import service_pb2 as ours; "
+        "import tritonclient.grpc; from tritonclient.grpc import service_pb2 as theirs; "
+        "print(ours is theirs, tritonclient.grpc.service_pb2 is ours, "
+        "type(ours.ModelConfigResponse().config) is tritonclient.grpc.model_config_pb2.ModelConfig)"
+    )
+    assert run_python(code) == "True True True"
