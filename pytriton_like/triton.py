@@ -326,8 +326,9 @@ class Triton(ModelManagement, Serving):
         )
 
     def is_alive(self) -> bool:
-        """Whether the server runs and the workers of its bound models are alive (False while
-        tritonserver is being started again after it died, and once it is not started again)."""
+        """Whether the server runs with its bound models set up (False while tritonserver is being
+        started again after it died, and once it is not started again). A model's worker process
+        that died does not change it: the model serves with its other workers (docs/workers.md)."""
         running = self._state is TritonState.RUNNING and self._server is not None and self._server.returncode is None
         return running and all(model.is_alive() for model in self._models)
 
@@ -363,7 +364,7 @@ class Triton(ModelManagement, Serving):
         return self._security_config.access_token
 
     def stop(self) -> bool:
-        """Stop the server, its workers, and remove the workspace; safe to call many times.
+        """Stop the server, the relay servers and worker processes, and remove the workspace; safe to call many times.
 
         Returns:
             True if this call stopped it, False if it was not running.

@@ -169,7 +169,7 @@ class Model:
         return self.config.model_version
 
     def is_alive(self) -> bool:
-        """Whether its workers run (set up and not torn down)."""
+        """Whether its relay servers (or its worker processes' pool) are set up and not torn down."""
         return bool(self._servers) or self._pool is not None
 
     def cancel(self, key: str) -> None:

@@ -204,7 +204,8 @@ class OpenAIServer(Child):
             logger.warning("cannot tell the OpenAI endpoint the models (it exited?): %s", exc)
 
     def close(self) -> None:
-        """Close its stdin, so that it stops (open streams are cancelled after a 2 s grace); wait for it."""
+        """Close its stdin, so that it stops (open streams are given up after a 2 s grace, their generations
+        stopped by cancel key); wait for it."""
         process = self._process
         if process is None:
             return

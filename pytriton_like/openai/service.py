@@ -15,7 +15,7 @@ streams, one JSON object per line:
   for each streamed request given up before its end (its client went away, or read too slowly):
   the parent ends that request's generation by its cancel key (relay_server/cancel_keys.py);
 - end of stdin (the parent closed it, or died — even by SIGKILL): it stops accepting requests,
-  cancels the streams still open after a short grace, and exits.
+  gives up the streams still open after a short grace (their cancel keys written, as above), and exits.
 
 SIGINT and SIGTERM are ignored: a Ctrl-C in a terminal reaches the whole process group, and the
 parent stops this process in order (after the drain, before the models are unloaded).

@@ -1,7 +1,7 @@
 """The relay's codec: batches and results to and from the wire format of :mod:`.protocol`
 (their tensors' records and the message being built are :mod:`.tensors`').
 
-The worker decodes batches and encodes results; the backend (``native/wire.c``) does the
+The relay server decodes batches and encodes results; the backend (``native/wire.c``) does the
 reverse, and the tests and the benchmark use both directions here.
 """
 
@@ -59,7 +59,7 @@ _NEW_ARENA = int(Flags.NEW_ARENA)
 
 
 def decode_batch(body, arena=None) -> Batch:
-    """The requests of a BATCH (what the worker reads).
+    """The requests of a BATCH (what the relay server reads).
 
     Arrays are views, never copies: of ``body`` (inline tensors) or of ``arena`` (the mapping of
     the backend's arena for this slot); both are writable, so a callable may change its inputs.

@@ -1,4 +1,4 @@
-"""The relay's wire format between the backend (C, in tritonserver) and the worker (your process).
+"""The relay's wire format between the backend (C, in tritonserver) and the relay server (your side).
 
 This module is the reference: ``native/wire.h`` and ``native/wire.c`` implement the same bytes.
 Everything is little-endian; the transport (transport.py) sends each message as a u64 length
@@ -13,9 +13,9 @@ A message::
 
 ``version`` is PROTOCOL_VERSION, checked by both ends on connect (HELLO and WELCOME). ``slot``
 says which of the instance's in-flight batch slots the message belongs to; each slot has its own
-arena per direction. ``value`` is per kind: HELLO the backend's pid, WELCOME the worker's
+arena per direction. ``value`` is per kind: HELLO the backend's pid, WELCOME the relay server's
 shared-memory threshold in bytes, BATCH how many bytes of the sender's arena its tensors use (so
-the worker can give their pages back early, shm.py), RESULT the nanoseconds the callable took.
+the relay server can give their pages back early, shm.py), RESULT the nanoseconds the callable took.
 
 A BATCH request record (REQUEST) is followed by its correlation id text (``id_kind`` 2: ``id``
 is its length), its parameters (PARAM each, then the key and the value: text UTF-8, int i64,
@@ -27,10 +27,10 @@ the message) or in the sender's arena of the slot (``where`` 1, at ``offset``). 
 Triton's data type number; BYTES tensors use Triton's own serialisation (a u32 length before
 each element).
 
-Kinds: HELLO (backend -> worker, ``count`` = the instance's slots), WELCOME (worker -> backend;
+Kinds: HELLO (backend -> relay server, ``count`` = the instance's slots), WELCOME (relay server -> backend;
 FAILED with a text when it refuses), BATCH, RESULT (a FINAL one ends a batch; a decoupled model's
 batch gets any number of non-final ones first, each with one response per request; FAILED fails
-every request of the batch with the text), CANCEL (backend -> worker: every stream of the batch
+every request of the batch with the text), CANCEL (backend -> relay server: every stream of the batch
 was cancelled).
 
 The format's definitions are in :mod:`.wire_format` (constants, kinds, flags, records, header,

@@ -22,8 +22,8 @@ class RelaySettings:
     """The relay's settings for one model version (``native/settings.h``'s ``struct settings``).
 
     Attributes:
-        owner_pid: the process whose workers serve the model (the backend checks it is alive).
-        sockets: the Unix socket of each instance's worker, in instance order.
+        owner_pid: the process whose relay servers serve the model (the backend checks it is alive).
+        sockets: the Unix socket of each instance's relay server, in instance order.
         decoupled: the model streams (any number of responses per request).
         sequence: the model has a sequence batcher (requests carry correlation ids).
         batching: the first dimension of every tensor is the batch.
@@ -31,7 +31,7 @@ class RelaySettings:
         spin_us: how long the backend polls for an answer before it sleeps (0: it does not).
         in_flight: batches in flight per instance.
         outputs: how many outputs the model declares.
-        handshake_timeout_ms: how long a starting instance waits for its worker's WELCOME.
+        handshake_timeout_ms: how long a starting instance waits for its relay server's WELCOME.
         worker_processes: each instance's relay server is a worker process of its own, started
             again when it dies (the relay metrics get a ``worker`` label); else threads of the
             owner process.

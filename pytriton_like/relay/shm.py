@@ -1,4 +1,4 @@
-"""Shared memory between the backend and the worker: arenas that are sealed memfds.
+"""Shared memory between the backend and the relay server: arenas that are sealed memfds.
 
 An arena is written by one end and read by the other, one batch at a time per slot. Its file
 descriptor travels over the relay's Unix socket with the first message that uses it
@@ -169,7 +169,7 @@ def _allocate(mapping: mmap.mmap, fd: int, start: int, end: int) -> None:
 
 def give_back(mapping: mmap.mmap, end: int) -> None:
     """Give back the pages of a received arena from ARENA_KEEP_BYTES to ``end``, through our
-    (writable) mapping: the worker does it for inputs its callable is done with, before it places
+    (writable) mapping: the relay server does it for inputs its callable is done with, before it places
     the outputs, so a large request's input and output are not both in memory twice. The backend
     writes the arena again only after the batch's answer, and allocates the pages first."""
     end = min(end, len(mapping))

@@ -2,7 +2,7 @@
 one file descriptor (a shared-memory arena, shm.py) attached to a message.
 
 One interface, :class:`Channel`, and one factory per end of the process boundary:
-:func:`listen` for the worker's end (it binds; the backend connects) and :func:`connect` for the
+:func:`listen` for the relay server's end (it binds; the backend connects) and :func:`connect` for the
 backend's end (the backend is C, ``native/transport.c``; tests use this one in its place).
 
 On the socket a message is ``<u64 length> <length bytes>`` (protocol.py says what the bytes
@@ -64,7 +64,7 @@ def _path(address: str) -> str:
 
 
 class Channel:
-    """One connection between a backend instance and its worker."""
+    """One connection between a backend instance and its relay server."""
 
     def __init__(self, sock: socket.socket):
         self.socket = sock
@@ -164,7 +164,7 @@ class Channel:
 
 
 class Listener:
-    """The worker's listening socket; :meth:`accept` gives each backend instance's channel."""
+    """The relay server's listening socket; :meth:`accept` gives each backend instance's channel."""
 
     def __init__(self, address: str):
         self.path = _path(address)
@@ -199,7 +199,7 @@ class Listener:
 
 
 def listen(address: str) -> Listener:
-    """The worker's end: bind ``unix://PATH``."""
+    """The relay server's end: bind ``unix://PATH``."""
     return Listener(address)
 
 

@@ -57,7 +57,7 @@ class BatchServer:
     that breaks the framing is logged and closed: a stream cannot resync.
 
     Args:
-        call: the bound callable in the internal shape ``Requests -> Responses``; closed with the worker.
+        call: the bound callable in the internal shape ``Requests -> Responses``; closed with the relay server.
         address: ``unix://PATH`` to bind.
         shm_limit: the largest arena it may use, in bytes (None: as large as a message needs).
         busy_flag: where to say whether a batch is being handled (an object with ``value``).
@@ -84,7 +84,7 @@ class BatchServer:
         self._poll.register(self._listener.socket, select.POLLIN)
         self._poll.register(self._wake_reader, select.POLLIN)
         self._peers: Dict[int, _Peer] = {}
-        self._failed: Optional[str] = None  # why the worker serves no more, once it failed
+        self._failed: Optional[str] = None  # why this relay server serves no more, once it failed
         self._busy = busy_flag if busy_flag is not None else Flag()  # .value: a batch is being handled
         name = os.path.basename(self._listener.path)
         self._thread = threading.Thread(target=self._serve, name=f"pytriton_like-{name}", daemon=True)
@@ -134,7 +134,7 @@ class BatchServer:
         channel = peer.channel
         try:
             body, fd = channel.recv()
-            if not body:  # a nudge (the protocol allows them; this worker needs none)
+            if not body:  # a nudge (the protocol allows them; this relay server needs none)
                 if fd is not None:
                     os.close(fd)
                 return
@@ -214,7 +214,7 @@ class BatchServer:
             return parts, arena if replaced else None
         except Exception as exc:  # noqa: BLE001 - every failure of the callable becomes an error response
             return [handler.failure(batch.batch_id, slot, exc, time.perf_counter_ns() - started)], None
-        except BaseException as exc:  # noqa: BLE001 - SystemExit & co. end this worker, but it must answer
+        except BaseException as exc:  # noqa: BLE001 - SystemExit & co. end this relay server, but it must answer
             self._failed = (
                 f"the worker of model {handler.model_name!r} failed and serves no more requests:"
                 f" {type(exc).__name__}: {exc}"

@@ -1,4 +1,4 @@
-"""Turn a user's inference callable into the shapes the workers call.
+"""Turn a user's inference callable into the shapes the relay servers call.
 
 - :class:`BatchCall` — ``requests -> responses``, for non-decoupled models (one answer per batch).
 - :class:`ResponseStream` — ``requests -> async iterator of responses``, for decoupled models:

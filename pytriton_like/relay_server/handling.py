@@ -60,7 +60,7 @@ class BatchHandler:
         self._plain = None if dtypes is None else plain_outputs(dtypes)
 
     def welcome(self, body) -> Tuple[bytes, Optional[int]]:
-        """The answer to a HELLO: WELCOME, or a FAILED one naming a protocol the worker does not
+        """The answer to a HELLO: WELCOME, or a FAILED one naming a protocol the relay server does not
         speak; and the number of batch slots the backend instance uses (None when refused)."""
         version = int.from_bytes(bytes(body[:2]), "little") if len(body) >= 2 else None
         if version != PROTOCOL_VERSION:

@@ -53,7 +53,7 @@ def server_argv(
     Args:
         restriction: ``<groups>:<header>=<token>`` for both endpoints (security.py), or None.
         restarts: how many times this server was started again: the relay's backend reports it
-            as the ``pytriton_like_server_restarts_total`` metric (docs/metrics.md).
+            as the ``pytriton_like_server_restarts`` metric (docs/metrics.md).
     """
     argv = [str(binary)]
     argv += [f"--model-repository={path}" for path in model_repositories]
