@@ -157,7 +157,7 @@ static TRITONSERVER_Error* add_outputs(struct instance_state* inst, struct wire_
     const char* problem = wire_next_tensor(cursor, &tensor);
     if (problem != NULL) { /* cannot happen after wire_check_result; never leak the earlier error */
       if (error != NULL) TRITONSERVER_ErrorDelete(error);
-      return error_new(TRITONSERVER_ERROR_INTERNAL, "malformed answer from the worker: %s", problem);
+      return error_new(TRITONSERVER_ERROR_INTERNAL, "malformed answer from the relay server: %s", problem);
     }
     if (error != NULL) continue; /* walk past the rest */
     TRITONBACKEND_Output* output;
@@ -279,7 +279,7 @@ static void lose_worker(struct instance_state* inst, const char* why) {
     if (inst->stopping)
       snprintf(inst->why, sizeof(inst->why), "model '%s' is unloading", inst->model->name);
     else
-      snprintf(inst->why, sizeof(inst->why), "lost the worker of model '%s': %s", inst->model->name, why);
+      snprintf(inst->why, sizeof(inst->why), "lost the relay server of model '%s': %s", inst->model->name, why);
     if (!inst->stopping) relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "%s", inst->why);
   }
   pthread_cond_broadcast(&inst->changed);
@@ -625,7 +625,7 @@ static void dispatch(struct instance_state* inst, int fd) {
   }
   if (!named) {
     char message[512];
-    snprintf(message, sizeof(message), "malformed answer from the worker: %s",
+    snprintf(message, sizeof(message), "malformed answer from the relay server: %s",
              problem != NULL ? problem : "an answer to no batch in flight");
     relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model %s: %s", inst->model->name, message);
     if (fd >= 0) close(fd);
@@ -644,10 +644,10 @@ static void dispatch(struct instance_state* inst, int fd) {
   if (problem == NULL && cursor.arena_end > slot->out.touched) slot->out.touched = cursor.arena_end;
   if (problem == NULL && !(header.flags & WIRE_FAILED) && header.count != slot->count &&
       !(inst->model->settings.decoupled && header.count == 0))
-    problem = "the worker answered another number of responses than requests";
+    problem = "the relay server answered another number of responses than requests";
   if (problem != NULL) {
     char message[512];
-    snprintf(message, sizeof(message), "malformed answer from the worker: %s", problem);
+    snprintf(message, sizeof(message), "malformed answer from the relay server: %s", problem);
     relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model %s: %s", inst->model->name, message);
     relay_failure(inst, slot, TRITONSERVER_ERROR_INTERNAL, message);
     return;
@@ -689,11 +689,11 @@ static int serve_one(struct instance_state* inst, uint64_t spin_ns) {
     inst->typical_wait_ns = inst->typical_wait_ns - inst->typical_wait_ns / 8 + waited / 8;
   }
   int fd = -1;
-  const char* error = "cannot poll the worker's socket";
+  const char* error = "cannot poll the relay server's socket";
   int status = ready < 0 ? -1 : transport_recv(inst->fd, &inst->rx, &fd, &error);
   if (status != 0) {
     if (fd >= 0) close(fd);
-    lose_worker(inst, status == 1 ? "the connection closed (the worker's process exited or stopped serving)" : error);
+    lose_worker(inst, status == 1 ? "the connection closed (its process exited or stopped serving)" : error);
     return -1;
   }
   if (inst->rx.len == 0) {
@@ -832,21 +832,21 @@ static TRITONSERVER_Error* handshake(struct instance_state* inst, const char* pa
   wire_put_header(hello, &header);
   struct iovec iov[2] = {{hello, sizeof(hello)}, {inst->name, name_len}};
   if (transport_send(inst->fd, iov, 2, -1) != 0)
-    return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "cannot greet the worker at %s: %s", path, strerror(errno));
+    return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "cannot greet the relay server at %s: %s", path, strerror(errno));
   int ready = transport_wait(inst->fd, 0, inst->model->settings.handshake_timeout_ms);
   int fd = -1;
-  const char* problem = "no answer from the worker";
+  const char* problem = "no answer from the relay server";
   if (ready > 0 && transport_recv(inst->fd, &inst->rx, &fd, &problem) == 0) {
     if (fd >= 0) close(fd);
     problem = wire_read_header(inst->rx.data, inst->rx.len, &header);
-    if (problem == NULL && header.kind != WIRE_WELCOME) problem = "the worker did not answer WELCOME";
+    if (problem == NULL && header.kind != WIRE_WELCOME) problem = "the relay server did not answer WELCOME";
     if (problem == NULL && (header.flags & WIRE_FAILED))
-      return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "the worker at %s refused the relay: %s", path,
+      return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "the relay server at %s refused the relay: %s", path,
                        scratch(inst, (const char*)inst->rx.data + WIRE_HEADER_SIZE, header.text_len));
   } else if (fd >= 0) {
     close(fd);
   }
-  if (problem != NULL) return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "worker at %s: %s", path, problem);
+  if (problem != NULL) return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "relay server at %s: %s", path, problem);
   inst->threshold = header.value ? header.value : UINT64_MAX;
   return NULL;
 }
@@ -901,7 +901,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
   /* threads listen before the load; a worker process may be starting again meanwhile */
   inst->fd = connect_waiting(path, settings.worker_processes ? settings.restart_wait_ms : 0);
   if (inst->fd < 0) {
-    error = error_new(TRITONSERVER_ERROR_UNAVAILABLE, "cannot reach the worker at %s: %s", path, strerror(errno));
+    error = error_new(TRITONSERVER_ERROR_UNAVAILABLE, "cannot reach the relay server at %s: %s", path, strerror(errno));
     goto failed;
   }
   error = handshake(inst, path);
@@ -983,7 +983,7 @@ static int send_batch(struct instance_state* inst, struct slot* slot) {
   pthread_mutex_unlock(&inst->lock);
   if (ours) {
     char why[256];
-    snprintf(why, sizeof(why), "cannot send to the worker: %s", strerror(error));
+    snprintf(why, sizeof(why), "cannot send to the relay server: %s", strerror(error));
     relay_failure(inst, slot, TRITONSERVER_ERROR_UNAVAILABLE, why);
   }
   return -1;
@@ -1028,7 +1028,7 @@ static void revive(struct instance_state* inst) {
       error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot start the relay's thread");
   }
   if (error != NULL) {
-    relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model '%s': the restarted worker at %s: %s", inst->model->name,
+    relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model '%s': the restarted worker process at %s: %s", inst->model->name,
               inst->path, TRITONSERVER_ErrorMessage(error));
     TRITONSERVER_ErrorDelete(error);
     return;
@@ -1038,7 +1038,7 @@ static void revive(struct instance_state* inst) {
   inst->why[0] = '\0';
   inst->typical_wait_ns = 0;
   pthread_mutex_unlock(&inst->lock);
-  relay_log(TRITONSERVER_LOG_INFO, __LINE__, "model '%s': instance %s reached its restarted worker", inst->model->name,
+  relay_log(TRITONSERVER_LOG_INFO, __LINE__, "model '%s': instance %s reached its restarted worker process", inst->model->name,
             inst->name);
 }
 

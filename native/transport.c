@@ -168,7 +168,7 @@ int transport_recv(int fd, struct wire_buf* buf, int* received_fd, const char** 
   int status = recv_exactly(fd, prefix, sizeof(prefix), received_fd);
   if (status == 1) return 1;
   if (status != 0) {
-    *error = status < 0 ? "cannot read from the worker's socket" : "the connection closed inside a message";
+    *error = status < 0 ? "cannot read from the relay server's socket" : "the connection closed inside a message";
     return -1;
   }
   uint64_t length = 0;
@@ -183,7 +183,7 @@ int transport_recv(int fd, struct wire_buf* buf, int* received_fd, const char** 
   }
   status = recv_exactly(fd, buf->data, (size_t)length, received_fd);
   if (status != 0) {
-    *error = status < 0 ? "cannot read from the worker's socket" : "the connection closed inside a message";
+    *error = status < 0 ? "cannot read from the relay server's socket" : "the connection closed inside a message";
     return -1;
   }
   buf->len = (size_t)length;
@@ -266,19 +266,19 @@ int arena_adopt(struct arena* arena, int fd, const char** error) {
   struct stat info;
   int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) != (F_SEAL_SHRINK | F_SEAL_SEAL)) {
-    *error = "the worker's arena is not sealed against shrinking";
+    *error = "the relay server's arena is not sealed against shrinking";
     close(fd);
     return -1;
   }
   if (fstat(fd, &info) != 0 || info.st_size <= 0) {
-    *error = "the worker's arena is empty";
+    *error = "the relay server's arena is empty";
     close(fd);
     return -1;
   }
   void* map = mmap(NULL, (size_t)info.st_size, PROT_READ, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) {
     close(fd);
-    *error = "cannot map the worker's arena";
+    *error = "cannot map the relay server's arena";
     return -1;
   }
   arena_free(arena);

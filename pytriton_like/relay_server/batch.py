@@ -216,7 +216,7 @@ class BatchServer:
             return [handler.failure(batch.batch_id, slot, exc, time.perf_counter_ns() - started)], None
         except BaseException as exc:  # noqa: BLE001 - SystemExit & co. end this relay server, but it must answer
             self._failed = (
-                f"the worker of model {handler.model_name!r} failed and serves no more requests:"
+                f"the instance of model {handler.model_name!r} failed and serves no more requests:"
                 f" {type(exc).__name__}: {exc}"
             )
             logger.critical("model %s: %s", handler.model_name, self._failed, exc_info=exc)

@@ -61,7 +61,7 @@ class StreamServer:
             self._loop.call_soon_threadsafe(self._stop)
             self._thread.join(_CLOSE_TIMEOUT_S)
         if self._thread.is_alive():
-            logger.warning("model %s: a callable does not stop; leaving its worker behind", self._handler.model_name)
+            logger.warning("model %s: a callable does not stop; leaving its thread behind", self._handler.model_name)
             return
         self._stream.close()
         self._loop.close()

@@ -354,7 +354,7 @@ def test_the_backend_fails_the_batch_in_flight_at_once_when_its_worker_connectio
                 peer.channel.socket.shutdown(socket.SHUT_RDWR)
             caller.join(10)
             assert not caller.is_alive()
-            assert "lost the worker of model 'Slow'" in str(outcome.get("error")), outcome
+            assert "lost the relay server of model 'Slow'" in str(outcome.get("error")), outcome
             assert outcome["status"] == 503, outcome  # UNAVAILABLE: worth a retry on another server
         finally:
             release.set()
@@ -390,7 +390,7 @@ def test_a_malformed_answer_fails_its_batch_and_the_server_goes_on(monkeypatch, 
         triton.bind(model_name="Double", infer_func=double, inputs=X, outputs=Y)
         triton.run()
         with ModelClient(f"http://127.0.0.1:{config.http_port}", "Double") as client:
-            with pytest.raises(PyTritonClientError, match="malformed answer from the worker"):
+            with pytest.raises(PyTritonClientError, match="malformed answer from the relay server"):
                 client.infer_sample(np.full(3, -1, np.float32))
             np.testing.assert_array_equal(client.infer_sample(np.ones(3, np.float32))["y"], np.full(3, 2))
         assert triton.is_alive()

@@ -254,7 +254,7 @@ def test_a_killed_worker_fails_its_batch_and_is_started_again(tmp_path, caplog):
         os.kill(busy, signal.SIGKILL)
         caller.join(10)
         assert not caller.is_alive(), "the batch of the killed worker did not fail at once"
-        assert "lost the worker" in outcome["error"] and "Slow" in outcome["error"]
+        assert "lost the relay server" in outcome["error"] and "Slow" in outcome["error"]
         # the other worker serves meanwhile, and the dead one comes back as a new process
         seen = set()
         with ModelClient(url, "Slow") as client:
