@@ -58,8 +58,8 @@ class WorkerOptions:
         object.__setattr__(self, "devices", tuple(str(device) for device in self.devices))
         if self.setup_timeout_s <= 0:
             raise PyTritonValidationError(f"WorkerOptions.setup_timeout_s must be > 0, got {self.setup_timeout_s}")
-        if self.max_restarts < 0:
-            raise PyTritonValidationError(f"WorkerOptions.max_restarts must be >= 0, got {self.max_restarts}")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise PyTritonValidationError(f"WorkerOptions.max_restarts must be a whole number >= 0, got {self.max_restarts!r}")
         if not self.restart_window_s > 0:
             raise PyTritonValidationError(f"WorkerOptions.restart_window_s must be > 0, got {self.restart_window_s}")
 
