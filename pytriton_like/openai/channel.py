@@ -12,6 +12,7 @@ its end. No TLS, no compression, no deadlines: the peer is the tritonserver the 
 
 import asyncio
 import collections
+import enum
 from typing import Deque, Dict, List, Optional, Tuple
 from urllib.parse import unquote
 
@@ -31,10 +32,51 @@ from h2.events import (
 from h2.exceptions import H2Error
 from h2.settings import SettingCodes
 
-__all__ = ["Channel", "Call", "RpcError", "OK", "CANCELLED", "NOT_FOUND", "UNAVAILABLE", "INTERNAL"]
+__all__ = [
+    "Channel", "Call", "RpcError", "StatusCode", "OK", "CANCELLED", "NOT_FOUND", "UNAVAILABLE", "INTERNAL",
+]
 
-# gRPC status codes (the ones this package names; any other arrives as its number)
-OK, CANCELLED, NOT_FOUND, INTERNAL, UNAVAILABLE = 0, 1, 5, 13, 14
+
+class StatusCode(enum.IntEnum):
+    """The gRPC status codes (grpc/grpc doc/statuscodes.md)."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+
+OK, CANCELLED, NOT_FOUND, INTERNAL, UNAVAILABLE = (
+    StatusCode.OK, StatusCode.CANCELLED, StatusCode.NOT_FOUND, StatusCode.INTERNAL, StatusCode.UNAVAILABLE,
+)
+
+# The status of an answer without grpc-status, by its HTTP status (doc/http-grpc-status-mapping.md;
+# any other, 200 included, is UNKNOWN), and of a call the server reset, by the RST_STREAM error
+# code (PROTOCOL-HTTP2.md, "Errors"; any other is INTERNAL).
+_HTTP_STATUS_CODES = {
+    400: StatusCode.INTERNAL, 401: StatusCode.UNAUTHENTICATED, 403: StatusCode.PERMISSION_DENIED,
+    404: StatusCode.UNIMPLEMENTED, 429: StatusCode.UNAVAILABLE, 431: StatusCode.INTERNAL,
+    502: StatusCode.UNAVAILABLE, 503: StatusCode.UNAVAILABLE, 504: StatusCode.UNAVAILABLE,
+}
+_RESET_CODES = {
+    ErrorCodes.REFUSED_STREAM: StatusCode.UNAVAILABLE, ErrorCodes.CANCEL: StatusCode.CANCELLED,
+    ErrorCodes.ENHANCE_YOUR_CALM: StatusCode.RESOURCE_EXHAUSTED,
+    ErrorCodes.INADEQUATE_SECURITY: StatusCode.PERMISSION_DENIED,
+}
+
 _WINDOW = 1 << 24  # what the server may send ahead, per stream (acknowledged as it is read)
 _CONNECTION_WINDOW = (1 << 31) - 1
 
@@ -43,12 +85,13 @@ class RpcError(Exception):
     """A call ended with a gRPC status other than OK.
 
     Attributes:
-        code: the gRPC status code (``NOT_FOUND``, ``UNAVAILABLE``...).
-        details: the server's message.
+        code: the gRPC status code (a :class:`StatusCode`: ``NOT_FOUND``, ``UNAVAILABLE``...).
+        details: the server's message, or what was wrong with its answer.
     """
 
     def __init__(self, code: int, details: str):
-        super().__init__(f"gRPC status {code}: {details}")
+        code = StatusCode(code)
+        super().__init__(f"gRPC status {code.name}: {details}")
         self.code = code
         self.details = details
 
@@ -133,6 +176,7 @@ class Call:
         self._needed = 0  # the bytes that message counts (or 5, for its length)
         self._status: Optional[RpcError] = None  # set when the call ended (code OK included)
         self._waiter: Optional[asyncio.Future] = None
+        self._half_closed = False  # END_STREAM sent
 
     def done(self) -> bool:
         """Whether the call ended (its status came, it was cancelled, or the connection was lost)."""
@@ -249,6 +293,7 @@ class _Connection(asyncio.Protocol):
             size = min(len(data), h2.local_flow_control_window(call.stream_id), h2.max_outbound_frame_size)
             if size == len(data):
                 h2.send_data(call.stream_id, data, end_stream=end)
+                call._half_closed = end
                 self._flush()
                 return
             if size:
@@ -266,6 +311,7 @@ class _Connection(asyncio.Protocol):
                 self._h2.end_stream(call.stream_id)
             except H2Error:  # already half-closed, or closed on h2's side
                 return
+            call._half_closed = True
             self._flush()
 
     def reset(self, call: Call) -> None:
@@ -331,16 +377,17 @@ class _Connection(asyncio.Protocol):
             elif type(event) in (ResponseReceived, TrailersReceived):
                 call = calls.get(event.stream_id)
                 if call is not None:
-                    self._headers(call, event.headers)
+                    self._headers(call, event.headers, type(event) is ResponseReceived)
             elif type(event) is StreamEnded:
-                call = calls.pop(event.stream_id, None)
-                if call is not None:  # ended without grpc-status
-                    call._end(RpcError(INTERNAL, "the server ended the call without a gRPC status"))
+                call = calls.get(event.stream_id)
+                if call is not None:  # its end had no grpc-status (200: UNKNOWN, the mapping says)
+                    self._ended_by_server(call, RpcError(StatusCode.UNKNOWN, "the call ended without a gRPC status"))
             elif type(event) is StreamReset:
                 call = calls.pop(event.stream_id, None)
                 if call is not None:
-                    call._end(RpcError(UNAVAILABLE if event.error_code == ErrorCodes.REFUSED_STREAM else CANCELLED,
-                                       f"the server reset the call (HTTP/2 error {event.error_code})"))
+                    code = event.error_code
+                    call._end(RpcError(_RESET_CODES.get(code, INTERNAL),
+                                       f"the server reset the call (HTTP/2 error {getattr(code, 'name', code)})"))
             elif type(event) in (WindowUpdated, RemoteSettingsChanged):  # the server's window may have grown
                 self._open_window()
             elif type(event) is ConnectionTerminated:  # GOAWAY: calls after last_stream_id never ran
@@ -349,17 +396,43 @@ class _Connection(asyncio.Protocol):
                     calls.pop(stream_id)._end(self._lost)
         self._flush()
 
-    def _headers(self, call: Call, headers) -> None:
-        """Response headers or trailers: the call's end when they carry its status."""
+    def _headers(self, call: Call, headers, response: bool) -> None:
+        """Response headers or trailers: the call's end when they carry its status, or when the
+        response is no gRPC answer (another HTTP status, another content-type)."""
         values = dict(headers)
-        status = values.get(b":status")
-        if status is not None and status != b"200":
-            self.reset(call)
-            call._end(RpcError(UNAVAILABLE, f"the server answered HTTP status {status.decode()}"))
-            return
         code = values.get(b"grpc-status")
         if code is None:
-            return
-        self._calls.pop(call.stream_id, None)
+            if response:
+                status, content_type = values.get(b":status", b""), values.get(b"content-type", b"")
+                if status != b"200" or not _is_grpc(content_type):
+                    self.reset(call)  # its body is not read
+                    http_code = int(status) if status.isdigit() else 0
+                    call._end(RpcError(_HTTP_STATUS_CODES.get(http_code, StatusCode.UNKNOWN),
+                                       f"no gRPC answer: HTTP status {status.decode('latin-1')},"
+                                       f" content-type {content_type.decode('latin-1')!r}"))
+            return  # else the status comes with the trailers (StreamEnded says if not)
         details = unquote(values.get(b"grpc-message", b"").decode("utf-8", "replace"))
-        call._end(RpcError(int(code) if code.isdigit() else 2, details))  # 2: UNKNOWN
+        try:
+            status = StatusCode(int(code)) if code.isdigit() else None
+        except ValueError:
+            status = None
+        if status is None:
+            status, details = StatusCode.UNKNOWN, f"grpc-status {code.decode('latin-1')!r}: {details}"
+        self._ended_by_server(call, RpcError(status, details))
+
+    def _ended_by_server(self, call: Call, status: RpcError) -> None:
+        if not call._half_closed and self._lost is None:
+            # Ended before our END_STREAM: RST_STREAM NO_ERROR frees the stream on both sides
+            # (PROTOCOL-HTTP2.md, "Early Server Closure"), no longer counted against the server's
+            # SETTINGS_MAX_CONCURRENT_STREAMS.
+            try:
+                self._h2.reset_stream(call.stream_id, ErrorCodes.NO_ERROR)
+            except H2Error:  # the server reset it too
+                pass
+        self._calls.pop(call.stream_id, None)
+        call._end(status)
+
+
+def _is_grpc(content_type: bytes) -> bool:
+    """``application/grpc``, alone or with ``+`` or ``;`` after it (not ``application/grpc-web``)."""
+    return content_type.startswith(b"application/grpc") and content_type[16:17] in (b"", b"+", b";")
