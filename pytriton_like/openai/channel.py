@@ -8,6 +8,10 @@ with metadata, messages written and read as bytes (the caller (de)serialises the
 half-closed (``END_STREAM``: no more messages from us; the server ends the call once it answered)
 or cancelled (``RST_STREAM``, which Triton sees as the client cancelling), the ``grpc-status`` of
 its end. No TLS, no compression, no deadlines: the peer is the tritonserver the library started.
+
+Flow control: what the server sends is acknowledged (its window given back) as the call's reader
+takes it, so a call nobody reads stops the server at the call's window; the bytes of a call that
+ended are given back to the connection at once.
 """
 
 import asyncio
@@ -77,8 +81,15 @@ _RESET_CODES = {
     ErrorCodes.INADEQUATE_SECURITY: StatusCode.PERMISSION_DENIED,
 }
 
-_WINDOW = 1 << 24  # what the server may send ahead, per stream (acknowledged as it is read)
+
+# What the server may send ahead of a call's reader: an unread call holds at most this much here
+# (as the endpoint holds at most 1 MiB unsent to a client, TritonConfig.openai_max_unread_bytes), and
+# a reader that keeps up never leaves the server less than a quarter of it (_ack_batch).
+_STREAM_WINDOW = 1 << 20
+# The connection's: the largest HTTP/2 allows, so that calls nobody reads (1 MiB each) never
+# stop the others; the stream windows are what pushes back.
 _CONNECTION_WINDOW = (1 << 31) - 1
+_INITIAL_WINDOW = 65535  # RFC 9113 §6.9.2: a new connection's window, before any WINDOW_UPDATE
 
 
 class RpcError(Exception):
@@ -103,13 +114,23 @@ class Channel:
     Args:
         target: ``host:port``.
         metadata: sent with every call, as ``(name, value)`` (names lower case).
+        stream_window: the bytes the server may send on a call ahead of its reader.
+        connection_window: the bytes it may send ahead on a connection, all calls together (at
+            least 65535). A call nobody reads holds up to its stream window of it, one being read
+            less than a quarter of the smaller window: keep it well above what the calls hold.
     """
 
-    def __init__(self, target: str, metadata: Tuple[Tuple[str, str], ...] = ()):
+    def __init__(self, target: str, metadata: Tuple[Tuple[str, str], ...] = (), *,
+                 stream_window: int = _STREAM_WINDOW, connection_window: int = _CONNECTION_WINDOW):
+        if not (1 <= stream_window <= _CONNECTION_WINDOW
+                and _INITIAL_WINDOW <= connection_window <= _CONNECTION_WINDOW):
+            raise ValueError(f"windows of 1 to 2**31-1 bytes expected (a connection's at least {_INITIAL_WINDOW}),"
+                             f" not {stream_window} and {connection_window}")
         host, _, port = target.rpartition(":")
         self._host, self._port = host.strip("[]"), int(port)
         self._authority = target.encode()
         self._metadata = [(name.encode(), value.encode()) for name, value in metadata]
+        self._windows = (stream_window, connection_window)
         self._connection: Optional[_Connection] = None
         self._connecting: Optional[asyncio.Future] = None
 
@@ -157,7 +178,7 @@ class Channel:
     async def _connect(self) -> "_Connection":
         loop = asyncio.get_running_loop()
         try:
-            _, connection = await loop.create_connection(_Connection, self._host, self._port)
+            _, connection = await loop.create_connection(lambda: _Connection(*self._windows), self._host, self._port)
         except OSError as exc:
             raise RpcError(UNAVAILABLE, f"cannot connect to {self._host}:{self._port}: {exc}") from None
         self._connection = connection
@@ -167,15 +188,24 @@ class Channel:
 class Call:
     """One gRPC call: its messages written and read in order, one reader and one writer at a time."""
 
-    def __init__(self, connection: "_Connection", stream_id: int):
+    __slots__ = ("_connection", "stream_id", "_messages", "_partial", "_partial_size", "_needed", "_owed",
+                 "_ack_batch", "_status", "_waiter", "_window_waiter", "_half_closed")
+
+    def __init__(self, connection: "_Connection", stream_id: int, ack_batch: int):
         self._connection = connection
         self.stream_id = stream_id
         self._messages: Deque[bytes] = collections.deque()
         self._partial: List[bytes] = []  # the start of a message whose end has not arrived
         self._partial_size = 0
         self._needed = 0  # the bytes that message counts (or 5, for its length)
+        # Bytes the server sent that no longer wait here (read, or not of a whole message) and are
+        # not acknowledged yet: given back once they reach ack_batch. Below 0 while whole messages
+        # hold bytes given back as the start of a message.
+        self._owed = 0
+        self._ack_batch = ack_batch
         self._status: Optional[RpcError] = None  # set when the call ended (code OK included)
-        self._waiter: Optional[asyncio.Future] = None
+        self._waiter: Optional[asyncio.Future] = None  # the reader's, for a message
+        self._window_waiter: Optional[asyncio.Future] = None  # the writer's, for the server's window
         self._half_closed = False  # END_STREAM sent
 
     def done(self) -> bool:
@@ -186,7 +216,7 @@ class Call:
         """Send one message (``end``: the last the call will send).
 
         Raises:
-            RpcError: the call had ended.
+            RpcError: the call had ended, or ended while the message waited for the server's window.
         """
         await self._connection.send(self, len(message).to_bytes(5, "big") + message, end)
 
@@ -196,7 +226,8 @@ class Call:
         Raises:
             RpcError: the call ended with another status.
         """
-        while not self._messages:
+        messages = self._messages
+        while not messages:
             status = self._status
             if status is not None:
                 if status.code == OK:
@@ -207,7 +238,13 @@ class Call:
                 await self._waiter
             finally:
                 self._waiter = None
-        return self._messages.popleft()
+        message = messages.popleft()
+        owed = self._owed + len(message) + 5
+        if owed >= self._ack_batch and self._status is None:  # (an ended call's bytes were given back)
+            self._connection.acknowledge(self.stream_id, owed)
+            owed = 0
+        self._owed = owed
+        return message
 
     def done_writing(self) -> None:
         """Say that no more messages come (``END_STREAM``): the server ends the call once it has
@@ -218,24 +255,32 @@ class Call:
     def cancel(self) -> None:
         """End the call (``RST_STREAM CANCEL`` if it had not ended): the server sees it cancelled."""
         if self._status is None:
-            self._connection.reset(self)
+            self._connection.reset(self, ErrorCodes.CANCEL)
             self._end(RpcError(CANCELLED, "cancelled by the client"))
 
     # -- from the connection --
 
-    def _data(self, data: bytes) -> None:
-        """Take the bytes of a DATA frame."""
+    def _data(self, data: bytes, length: int) -> None:
+        """Take the bytes of a DATA frame (``length``: what they count in the window, padding
+        included). Whole messages are acknowledged as they are read; the rest at once: padding, and
+        the start of a message, else one larger than the window would never arrive."""
+        owed = self._owed + length
         if self._partial:  # a message's start came before: joined once the rest is here
             self._partial.append(data)
             self._partial_size += len(data)
             if self._partial_size < self._needed:
+                if owed >= self._ack_batch:
+                    self._connection.acknowledge(self.stream_id, owed)
+                    owed = 0
+                self._owed = owed
                 return
             data = b"".join(self._partial)
             self._partial = []
         offset, size = 0, len(data)
         while size - offset >= 5:
             if data[offset]:
-                self._connection.reset(self)
+                self._owed = owed - offset
+                self._connection.reset(self, ErrorCodes.CANCEL)
                 self._end(RpcError(INTERNAL, "the server sent a compressed message"))
                 return
             end = offset + 5 + int.from_bytes(data[offset + 1 : offset + 5], "big")
@@ -247,16 +292,32 @@ class Call:
             self._partial = [data[offset:]]
             self._partial_size = size - offset
             self._needed = end - offset if size - offset >= 5 else 5
+        owed -= offset  # whole messages are owed when read
+        if owed >= self._ack_batch:
+            self._connection.acknowledge(self.stream_id, owed)
+            owed = 0
+        self._owed = owed
         if self._messages:
             self._wake()
 
     def _end(self, status: RpcError) -> None:
         if self._status is None:
             self._status = status
+            # What the server sent and was not given back: the connection's window must not lose it
+            # (the messages stay to be read).
+            held = self._owed + sum(map(len, self._messages)) + 5 * len(self._messages)
+            if held > 0:
+                self._connection.acknowledge(self.stream_id, held)
             self._wake()
+            self._wake_writer()
 
     def _wake(self) -> None:
         waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _wake_writer(self) -> None:
+        waiter = self._window_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
@@ -264,13 +325,16 @@ class Call:
 class _Connection(asyncio.Protocol):
     """The HTTP/2 connection: h2's state, the calls on it by stream id."""
 
-    def __init__(self):
+    def __init__(self, stream_window: int, connection_window: int):
         self.loop = asyncio.get_running_loop()
         self._h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        self._stream_window, self._connection_window = stream_window, connection_window
+        # Read bytes are acknowledged in batches of a quarter window (h2 sends WINDOW_UPDATE at half).
+        self._ack_batch = max(1, min(stream_window, connection_window) // 4)
         self._calls: Dict[int, Call] = {}
         self._transport: Optional[asyncio.Transport] = None
         self._lost: Optional[RpcError] = None  # why no call can start any more
-        self._window_opened: List[asyncio.Future] = []  # writers waiting for the server's window
+        self._blocked: List[Call] = []  # calls whose writer waits for the server's window
 
     @property
     def usable(self) -> bool:
@@ -280,7 +344,7 @@ class _Connection(asyncio.Protocol):
         if self._lost is not None:
             raise self._lost
         stream_id = self._h2.get_next_available_stream_id()
-        call = self._calls[stream_id] = Call(self, stream_id)
+        call = self._calls[stream_id] = Call(self, stream_id, self._ack_batch)
         self._h2.send_headers(stream_id, headers)
         self._flush()
         return call
@@ -288,8 +352,9 @@ class _Connection(asyncio.Protocol):
     async def send(self, call: Call, data: bytes, end: bool) -> None:
         h2 = self._h2
         while True:
-            if call._status is not None:  # ended (before, or while waiting for the window)
-                raise call._status if call._status.code != OK else RpcError(CANCELLED, "the call had ended")
+            status = call._status
+            if status is not None:  # ended (before, or while waiting for the window)
+                raise status if status.code != OK else RpcError(CANCELLED, "the call had ended")
             size = min(len(data), h2.local_flow_control_window(call.stream_id), h2.max_outbound_frame_size)
             if size == len(data):
                 h2.send_data(call.stream_id, data, end_stream=end)
@@ -300,10 +365,13 @@ class _Connection(asyncio.Protocol):
                 h2.send_data(call.stream_id, data[:size])
                 self._flush()
                 data = data[size:]
-            else:
-                opened = self.loop.create_future()
-                self._window_opened.append(opened)
-                await opened
+            else:  # woken by a WINDOW_UPDATE, new SETTINGS, or the call's end (GOAWAY, cancel, a lost connection)
+                call._window_waiter = self.loop.create_future()
+                self._blocked.append(call)
+                try:
+                    await call._window_waiter
+                finally:
+                    call._window_waiter = None
 
     def end_stream(self, call: Call) -> None:
         if self._lost is None:
@@ -314,13 +382,19 @@ class _Connection(asyncio.Protocol):
             call._half_closed = True
             self._flush()
 
-    def reset(self, call: Call) -> None:
+    def reset(self, call: Call, code: ErrorCodes) -> None:
         self._calls.pop(call.stream_id, None)
         if self._lost is None:
             try:
-                self._h2.reset_stream(call.stream_id, ErrorCodes.CANCEL)
+                self._h2.reset_stream(call.stream_id, code)
             except H2Error:  # already closed on h2's side
                 pass
+            self._flush()
+
+    def acknowledge(self, stream_id: int, size: int) -> None:
+        """Give ``size`` bytes back to the server's windows (read, or never to be)."""
+        if self._lost is None:
+            self._h2.acknowledge_received_data(size, stream_id)
             self._flush()
 
     def close(self) -> None:
@@ -336,16 +410,16 @@ class _Connection(asyncio.Protocol):
     def _fail(self, status: RpcError) -> None:
         if self._lost is None:
             self._lost = status
-        calls, self._calls = self._calls, {}
-        for call in calls.values():
+        calls = list(self._calls.values())
+        self._calls.clear()
+        for call in calls:
             call._end(status)
         self._open_window()
 
     def _open_window(self) -> None:
-        waiting, self._window_opened = self._window_opened, []
-        for opened in waiting:
-            if not opened.done():
-                opened.set_result(None)
+        blocked, self._blocked = self._blocked, []
+        for call in blocked:
+            call._wake_writer()
 
     # -- asyncio.Protocol --
 
@@ -353,8 +427,9 @@ class _Connection(asyncio.Protocol):
         self._transport = transport
         h2 = self._h2
         h2.initiate_connection()
-        h2.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: _WINDOW})
-        h2.increment_flow_control_window(_CONNECTION_WINDOW - 65535)
+        h2.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: self._stream_window})
+        if self._connection_window > _INITIAL_WINDOW:
+            h2.increment_flow_control_window(self._connection_window - _INITIAL_WINDOW)
         self._flush()
 
     def connection_lost(self, exc) -> None:
@@ -371,9 +446,10 @@ class _Connection(asyncio.Protocol):
         for event in events:
             if type(event) is DataReceived:
                 call = calls.get(event.stream_id)
-                self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                 if call is not None:
-                    call._data(event.data)
+                    call._data(event.data, event.flow_controlled_length)
+                elif self._lost is None:  # a call that ended: its bytes go back to the connection's window
+                    self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif type(event) in (ResponseReceived, TrailersReceived):
                 call = calls.get(event.stream_id)
                 if call is not None:
@@ -405,7 +481,7 @@ class _Connection(asyncio.Protocol):
             if response:
                 status, content_type = values.get(b":status", b""), values.get(b"content-type", b"")
                 if status != b"200" or not _is_grpc(content_type):
-                    self.reset(call)  # its body is not read
+                    self.reset(call, ErrorCodes.CANCEL)  # its body is not read
                     http_code = int(status) if status.isdigit() else 0
                     call._end(RpcError(_HTTP_STATUS_CODES.get(http_code, StatusCode.UNKNOWN),
                                        f"no gRPC answer: HTTP status {status.decode('latin-1')},"

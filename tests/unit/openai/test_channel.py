@@ -163,13 +163,35 @@ def test_concurrent_calls_share_one_connection():
     assert answers == [str(i).encode() for i in range(50)] and len(peers) == 1
 
 
-def test_messages_split_anywhere_across_frames_are_read_whole():
+class Acknowledged:
+    """Stands for the connection under a Call: the bytes given back to the server's window."""
+
+    def __init__(self):
+        self.loop = None
+        self.sizes = []
+
+    def acknowledge(self, stream_id, size):
+        self.sizes.append(size)
+
+
+def test_messages_split_anywhere_across_frames_are_read_whole_and_each_byte_acknowledged_once_read():
     from pytriton_like.openai.channel import Call
 
     messages = [b"", b"a", bytes(range(256)) * 70, b"xyz" * 5]
     wire = b"".join(b"\0" + len(m).to_bytes(4, "big") + m for m in messages)
-    for cut in (1, 2, 3, 4, 5, 6, 7, 4099, 17000):
-        call = Call(connection=None, stream_id=1)
-        for start in range(0, len(wire), cut):
-            call._data(wire[start : start + cut])
-        assert list(call._messages) == messages, cut
+
+    async def read_all(call):
+        return [await call.read() for _ in messages]
+
+    for ack_batch in (1, 1000, 1 << 20):
+        for cut in (1, 2, 3, 4, 5, 6, 7, 4099, 17000):
+            connection = Acknowledged()
+            call = Call(connection, stream_id=1, ack_batch=ack_batch)
+            for start in range(0, len(wire), cut):
+                call._data(wire[start : start + cut], len(wire[start : start + cut]))
+            assert list(call._messages) == messages, cut
+            if ack_batch > len(wire):  # nothing read, nothing given back (only a message's start may be)
+                assert connection.sizes == [], cut
+            assert asyncio.run(read_all(call)) == messages
+            assert sum(connection.sizes) + call._owed == len(wire) and all(size > 0 for size in connection.sizes)
+            assert call._owed < ack_batch

@@ -1,6 +1,6 @@
 """The endpoint's HTTP/2 gRPC channel against a small HTTP/2 server made of h2 (server side) on
-loopback, for what grpcio's server does not do on demand: answers that are not gRPC's, resets with
-each error code."""
+loopback, for what grpcio's server does not do on demand: flow control seen from the server, GOAWAY,
+answers that are not gRPC's, resets with each error code."""
 
 import asyncio
 from typing import Dict, List, Optional
@@ -21,7 +21,7 @@ from h2.events import (
 from h2.settings import Settings
 from hyperframe.frame import GoAwayFrame, PingFrame
 
-from pytriton_like.openai.channel import OK, Channel, RpcError, StatusCode
+from pytriton_like.openai.channel import CANCELLED, OK, UNAVAILABLE, Channel, RpcError, StatusCode
 
 PATH = "/test.Fake/Call"
 WAIT_S = 3  # the longest any step may take; each takes milliseconds
@@ -246,6 +246,96 @@ async def echo(stream: ServerStream) -> None:
         await stream.came.wait()
     if stream.reset_code is None:
         stream.trailers()
+
+
+# -- flow control --
+
+def test_a_call_nobody_reads_stops_the_server_at_its_window_and_reading_lets_it_go_on():
+    window = 64 * 1024
+    count = 8 * window // 1024  # messages of 1 KiB framed: 8 windows
+
+    async def handler(stream):
+        if stream.headers[b":path"] != b"/test.Fake/Unread":
+            return await echo(stream)
+        stream.respond()
+        for index in range(count):
+            await stream.send(framed(bytes([index % 256]) * 1019))
+        stream.trailers()
+
+    async def body(channel, server):
+        unread = await channel.open("/test.Fake/Unread")
+        stream = await server.stream(unread)
+        await stream.blocked.wait()
+        sent_while_unread = stream.sent
+        # the connection is not blocked: another call goes on, its bytes far beyond that window
+        big = bytes(range(256)) * 1024
+        answered = await channel.unary(PATH, big) == big
+        await asyncio.sleep(0.05)  # time the server would use to send more, were it let
+        still_blocked = stream.blocked.is_set() and stream.sent == sent_while_unread
+        messages = []
+        while (message := await unread.read()) is not None:
+            messages.append(message)
+        return sent_while_unread, answered, still_blocked, messages
+
+    sent_while_unread, answered, still_blocked, messages = serve(handler, body, {"stream_window": window})
+    assert sent_while_unread == window and answered and still_blocked
+    assert messages == [bytes([index % 256]) * 1019 for index in range(count)]
+
+
+def test_bytes_of_calls_that_ended_or_were_cancelled_unread_go_back_to_the_connection_window():
+    # The connection's window is 64 KiB: each call's 48 KiB, never read, must be given back for
+    # the next call's to come.
+    size = 48 * 1024
+
+    async def handler(stream):
+        stream.respond()
+        await stream.send(framed(b"x" * size))
+        if stream.headers[b":path"] == b"/test.Fake/End":
+            stream.trailers()
+
+    async def body(channel, server):
+        ended, resets = [], []
+        for round_ in range(6):
+            call = await channel.open("/test.Fake/End" if round_ % 2 else "/test.Fake/Cancel")
+            stream = await server.stream(call)
+            await server.until(lambda stream=stream: stream.sent == size + 5)  # the window had room
+            if round_ % 2:
+                ended.append(call)
+            else:
+                call.cancel()
+                await stream.ended.wait()
+                resets.append(stream.reset_code)
+        # the ended calls' messages stay to be read
+        return [(len(await call.read()), await call.read()) for call in ended], resets, len(server.connections)
+
+    readable, resets, connections = serve(handler, body, {"stream_window": 64 * 1024, "connection_window": 65535})
+    assert readable == [(size, None)] * 3 and resets == [ErrorCodes.CANCEL] * 3 and connections == 1
+
+
+# -- writers waiting for the server's window --
+
+@pytest.mark.parametrize("how, code", [("cancel", CANCELLED), ("goaway", UNAVAILABLE)])
+def test_a_writer_waiting_for_the_window_is_woken_by_a_cancel_or_goaway(how, code):
+    async def handler(stream):
+        stream.respond()
+        await stream.ended.wait()
+
+    async def body(channel, server):
+        call = await channel.open(PATH)
+        writing = asyncio.ensure_future(call.write(b"x" * (1 << 20)))  # the windows: 64 KiB, never given back
+        stream = await server.stream(call)
+        await server.until(lambda: len(stream.received) == 65535)
+        await asyncio.sleep(0.01)  # nothing more comes from the server (that could wake the writer)
+        assert not writing.done()
+        if how == "cancel":
+            call.cancel()
+        else:
+            server.connections[0].goaway(last_stream_id=0)  # the call never ran
+        with pytest.raises(RpcError) as caught:
+            await writing
+        return caught.value.code
+
+    assert serve(handler, body, acknowledge=False) == code
 
 
 # -- statuses --
