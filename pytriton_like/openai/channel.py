@@ -1,4 +1,4 @@
-"""gRPC calls over one HTTP/2 connection, spoken with ``h2`` on the endpoint's event loop.
+"""gRPC calls over HTTP/2 connections, spoken with ``h2`` on the endpoint's event loop.
 
 The endpoint's way to Triton is gRPC, and each streamed piece is one gRPC message. ``grpc.aio``
 spent about 60 µs of CPU per message (its poller threads, then handing the message to the event
@@ -6,22 +6,30 @@ loop); reading the frames here on the loop itself costs a fraction of that (benc
 "The OpenAI endpoint's hop to Triton"). Only what the endpoint needs: calls of one method path
 with metadata, messages written and read as bytes (the caller (de)serialises them), a call
 half-closed (``END_STREAM``: no more messages from us; the server ends the call once it answered)
-or cancelled (``RST_STREAM``, which Triton sees as the client cancelling), the ``grpc-status`` of
-its end. No TLS, no compression, no deadlines: the peer is the tritonserver the library started.
+or cancelled (``RST_STREAM``, which Triton sees as the client cancelling), the status of its end.
+No TLS, no compression, no deadlines: the peer is the tritonserver the library started.
 
-Flow control: what the server sends is acknowledged (its window given back) as the call's reader
-takes it, so a call nobody reads stops the server at the call's window; the bytes of a call that
-ended are given back to the connection at once.
+What the protocol asks of a client (grpc/grpc doc/PROTOCOL-HTTP2.md, RFC 9113):
+
+- Flow control: what the server sends is acknowledged (its window given back) as the call's
+  reader takes it, so a call nobody reads stops the server at the call's window; the bytes of a
+  call that ended are given back to the connection at once.
+- Statuses: ``grpc-status`` when the server sent one, else one made from what came
+  (doc/http-grpc-status-mapping.md for an HTTP status, the RST_STREAM table for a reset).
+- Connections: new calls go on one connection at a time. One that cannot take another call (its
+  stream ids ran out, or the server's ``SETTINGS_MAX_CONCURRENT_STREAMS`` is reached) or that
+  received ``GOAWAY`` takes no new call: it finishes those it has (a ``GOAWAY`` ends those the
+  server did not accept, ``UNAVAILABLE``), then is closed; the next calls go on a new connection.
 """
 
 import asyncio
 import collections
 import enum
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Set, Tuple
 from urllib.parse import unquote
 
 from h2.config import H2Configuration
-from h2.connection import H2Connection
+from h2.connection import ConnectionInputs, ConnectionState, H2Connection, H2ConnectionStateMachine
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -33,7 +41,7 @@ from h2.events import (
     TrailersReceived,
     WindowUpdated,
 )
-from h2.exceptions import H2Error
+from h2.exceptions import H2Error, NoAvailableStreamIDError, TooManyStreamsError
 from h2.settings import SettingCodes
 
 __all__ = [
@@ -81,7 +89,6 @@ _RESET_CODES = {
     ErrorCodes.INADEQUATE_SECURITY: StatusCode.PERMISSION_DENIED,
 }
 
-
 # What the server may send ahead of a call's reader: an unread call holds at most this much here
 # (as the endpoint holds at most 1 MiB unsent to a client, TritonConfig.openai_max_unread_bytes), and
 # a reader that keeps up never leaves the server less than a quarter of it (_ack_batch).
@@ -108,8 +115,8 @@ class RpcError(Exception):
 
 
 class Channel:
-    """Calls to one gRPC server (make it and use it on one event loop); connects on first use and
-    again after the connection was lost.
+    """Calls to one gRPC server (make it and use it on one event loop); connects on first use, and
+    again when the connection was lost or takes no new call.
 
     Args:
         target: ``host:port``.
@@ -131,18 +138,23 @@ class Channel:
         self._authority = target.encode()
         self._metadata = [(name.encode(), value.encode()) for name, value in metadata]
         self._windows = (stream_window, connection_window)
-        self._connection: Optional[_Connection] = None
+        self._connection: Optional[_Connection] = None  # where new calls go
+        self._connections: Set[_Connection] = set()  # all open: that one, and those finishing their calls
         self._connecting: Optional[asyncio.Future] = None
 
     async def open(self, path: str) -> "Call":
         """A call of the method at ``path`` (``/package.Service/Method``), headers sent."""
-        connection = await self._connected()
         headers = [
             (b":method", b"POST"), (b":scheme", b"http"), (b":path", path.encode()),
             (b":authority", self._authority), (b"content-type", b"application/grpc"), (b"te", b"trailers"),
             *self._metadata,
         ]
-        return connection.open(headers)
+        while True:
+            connection = await self._connected()
+            # (one that took no more calls meanwhile, or now, finishes those it has: the next one takes it)
+            call = connection.open(headers) if connection.usable else None
+            if call is not None:
+                return call
 
     async def unary(self, path: str, message: bytes) -> bytes:
         """The one answer of a unary call."""
@@ -157,9 +169,9 @@ class Channel:
             call.cancel()
 
     def close(self) -> None:
-        """Close the connection (calls still running end with ``UNAVAILABLE``)."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
+        """Close the connections (calls still running end with ``UNAVAILABLE``)."""
+        self._connection = None
+        for connection in list(self._connections):
             connection.close()
 
     async def _connected(self) -> "_Connection":
@@ -178,9 +190,15 @@ class Channel:
     async def _connect(self) -> "_Connection":
         loop = asyncio.get_running_loop()
         try:
-            _, connection = await loop.create_connection(lambda: _Connection(*self._windows), self._host, self._port)
+            _, connection = await loop.create_connection(
+                lambda: _Connection(*self._windows, self._connections), self._host, self._port)
         except OSError as exc:
             raise RpcError(UNAVAILABLE, f"cannot connect to {self._host}:{self._port}: {exc}") from None
+        # Calls start once the server's SETTINGS came (its preface, RFC 9113 §3.4), so that its
+        # SETTINGS_MAX_CONCURRENT_STREAMS holds from the first call on.
+        failed = await connection.settled
+        if failed is not None:
+            raise failed
         self._connection = connection
         return connection
 
@@ -322,30 +340,60 @@ class Call:
             waiter.set_result(None)
 
 
-class _Connection(asyncio.Protocol):
-    """The HTTP/2 connection: h2's state, the calls on it by stream id."""
+class _StateMachine(H2ConnectionStateMachine):
+    """h2's connection states, except that a ``GOAWAY`` received leaves the connection open: h2
+    closes it at once (python-hyper/h2#1181), and then refuses every frame after it, those of the
+    calls the server accepted and still answers (RFC 9113 §6.8 lets them finish). No call starts
+    on such a connection (_Connection._goaway)."""
 
-    def __init__(self, stream_window: int, connection_window: int):
+    def process_input(self, input_: ConnectionInputs) -> list:
+        if input_ is ConnectionInputs.RECV_GOAWAY and self.state is ConnectionState.CLIENT_OPEN:
+            return []
+        return super().process_input(input_)
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/2 connection: h2's state, the calls on it by stream id."""
+
+    def __init__(self, stream_window: int, connection_window: int, connections: Set["_Connection"]):
         self.loop = asyncio.get_running_loop()
         self._h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        self._h2.state_machine = _StateMachine()
         self._stream_window, self._connection_window = stream_window, connection_window
         # Read bytes are acknowledged in batches of a quarter window (h2 sends WINDOW_UPDATE at half).
         self._ack_batch = max(1, min(stream_window, connection_window) // 4)
+        self._connections = connections  # the channel's: this one is in it while open
         self._calls: Dict[int, Call] = {}
         self._transport: Optional[asyncio.Transport] = None
-        self._lost: Optional[RpcError] = None  # why no call can start any more
+        self.settled = self.loop.create_future()  # once the server's SETTINGS came: None, or why not
+        self._closing: Optional[RpcError] = None  # why no call may start here any more
+        self._lost: Optional[RpcError] = None  # why the connection is closed
         self._blocked: List[Call] = []  # calls whose writer waits for the server's window
 
     @property
     def usable(self) -> bool:
-        return self._lost is None
+        """Whether a new call may start here."""
+        return self._closing is None
 
-    def open(self, headers) -> Call:
-        if self._lost is not None:
-            raise self._lost
-        stream_id = self._h2.get_next_available_stream_id()
+    def open(self, headers) -> Optional[Call]:
+        """A new call, or None where this connection takes no more (it finishes its calls)."""
+        if self._closing is not None:
+            raise self._closing
+        h2 = self._h2
+        try:
+            stream_id = h2.get_next_available_stream_id()
+            h2.send_headers(stream_id, headers)
+        except NoAvailableStreamIDError:
+            self.drain(RpcError(UNAVAILABLE, "the connection's stream ids ran out"))
+            return None
+        except TooManyStreamsError:
+            limit = h2.remote_settings.max_concurrent_streams
+            if not self._calls:
+                raise RpcError(UNAVAILABLE, f"the server takes no call (SETTINGS_MAX_CONCURRENT_STREAMS {limit})") \
+                    from None
+            self.drain(RpcError(UNAVAILABLE, f"the server's SETTINGS_MAX_CONCURRENT_STREAMS ({limit}) was reached"))
+            return None
         call = self._calls[stream_id] = Call(self, stream_id, self._ack_batch)
-        self._h2.send_headers(stream_id, headers)
         self._flush()
         return call
 
@@ -383,13 +431,13 @@ class _Connection(asyncio.Protocol):
             self._flush()
 
     def reset(self, call: Call, code: ErrorCodes) -> None:
-        self._calls.pop(call.stream_id, None)
         if self._lost is None:
             try:
                 self._h2.reset_stream(call.stream_id, code)
             except H2Error:  # already closed on h2's side
                 pass
             self._flush()
+        self._forget(call.stream_id)
 
     def acknowledge(self, stream_id: int, size: int) -> None:
         """Give ``size`` bytes back to the server's windows (read, or never to be)."""
@@ -397,23 +445,50 @@ class _Connection(asyncio.Protocol):
             self._h2.acknowledge_received_data(size, stream_id)
             self._flush()
 
+    def drain(self, why: RpcError) -> None:
+        """Take no new call (``why``); close once the calls here ended."""
+        if self._closing is None:
+            self._closing = why
+        if not self._calls:
+            self._shut(why, goodbye=True)
+
     def close(self) -> None:
-        self._fail(RpcError(UNAVAILABLE, "the channel was closed"))
-        if self._transport is not None:
-            self._transport.close()
+        self._shut(RpcError(UNAVAILABLE, "the channel was closed"), goodbye=True)
+
+    def _forget(self, stream_id: int) -> Optional[Call]:
+        """The call of ``stream_id``, which ended: no longer here (a connection draining closes)."""
+        call = self._calls.pop(stream_id, None)
+        if call is not None and not self._calls and self._closing is not None and self._lost is None:
+            self._shut(self._closing, goodbye=True)
+        return call
 
     def _flush(self) -> None:
         data = self._h2.data_to_send()
         if data and self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
 
-    def _fail(self, status: RpcError) -> None:
+    def _shut(self, why: RpcError, goodbye: bool) -> None:
+        """Close the connection (``goodbye``: with a GOAWAY of ours, RFC 9113 §6.8); calls still
+        here end with ``why``."""
         if self._lost is None:
-            self._lost = status
+            self._lost = why
+            if self._closing is None:
+                self._closing = why
+            transport = self._transport
+            if transport is not None and not transport.is_closing():
+                if goodbye:
+                    try:
+                        self._h2.close_connection()
+                    except H2Error:
+                        pass
+                self._flush()
+                transport.close()
+        if not self.settled.done():
+            self.settled.set_result(why)
         calls = list(self._calls.values())
         self._calls.clear()
         for call in calls:
-            call._end(status)
+            call._end(why)
         self._open_window()
 
     def _open_window(self) -> None:
@@ -425,6 +500,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self._transport = transport
+        self._connections.add(self)
         h2 = self._h2
         h2.initiate_connection()
         h2.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: self._stream_window})
@@ -433,14 +509,16 @@ class _Connection(asyncio.Protocol):
         self._flush()
 
     def connection_lost(self, exc) -> None:
-        self._fail(RpcError(UNAVAILABLE, f"the connection to the server was lost{f': {exc}' if exc else ''}"))
+        self._connections.discard(self)
+        why = f"the connection to the server was lost{f': {exc}' if exc else ''}"
+        self._shut(RpcError(UNAVAILABLE, why), goodbye=False)
 
     def data_received(self, data: bytes) -> None:
         try:
             events = self._h2.receive_data(data)
         except H2Error as exc:
-            self._fail(RpcError(UNAVAILABLE, f"HTTP/2 protocol error from the server: {exc}"))
-            self._transport.close()
+            self._flush()  # h2's GOAWAY saying why
+            self._shut(RpcError(UNAVAILABLE, f"HTTP/2 protocol error from the server: {exc}"), goodbye=False)
             return
         calls = self._calls
         for event in events:
@@ -459,17 +537,19 @@ class _Connection(asyncio.Protocol):
                 if call is not None:  # its end had no grpc-status (200: UNKNOWN, the mapping says)
                     self._ended_by_server(call, RpcError(StatusCode.UNKNOWN, "the call ended without a gRPC status"))
             elif type(event) is StreamReset:
-                call = calls.pop(event.stream_id, None)
+                call = self._forget(event.stream_id)
                 if call is not None:
                     code = event.error_code
                     call._end(RpcError(_RESET_CODES.get(code, INTERNAL),
                                        f"the server reset the call (HTTP/2 error {getattr(code, 'name', code)})"))
-            elif type(event) in (WindowUpdated, RemoteSettingsChanged):  # the server's window may have grown
+            elif type(event) is WindowUpdated:  # the server's window may have grown
                 self._open_window()
-            elif type(event) is ConnectionTerminated:  # GOAWAY: calls after last_stream_id never ran
-                self._lost = RpcError(UNAVAILABLE, "the server is going away")
-                for stream_id in [s for s in calls if s > (event.last_stream_id or 0)]:
-                    calls.pop(stream_id)._end(self._lost)
+            elif type(event) is RemoteSettingsChanged:
+                if not self.settled.done():
+                    self.settled.set_result(None)
+                self._open_window()
+            elif type(event) is ConnectionTerminated:
+                self._goaway(event)
         self._flush()
 
     def _headers(self, call: Call, headers, response: bool) -> None:
@@ -505,8 +585,19 @@ class _Connection(asyncio.Protocol):
                 self._h2.reset_stream(call.stream_id, ErrorCodes.NO_ERROR)
             except H2Error:  # the server reset it too
                 pass
-        self._calls.pop(call.stream_id, None)
+        self._forget(call.stream_id)
         call._end(status)
+
+    def _goaway(self, event: ConnectionTerminated) -> None:
+        """The server takes no new call here: those after ``last_stream_id`` never ran (retry
+        elsewhere: UNAVAILABLE), the others go on; the connection closes after the last."""
+        code = getattr(event.error_code, "name", event.error_code)
+        last = event.last_stream_id or 0
+        never_ran = RpcError(UNAVAILABLE, f"the server went away (GOAWAY {code}) before the call started")
+        for stream_id in [s for s in self._calls if s > last]:
+            self._forget(stream_id)._end(never_ran)
+        self._open_window()
+        self.drain(RpcError(UNAVAILABLE, f"the server is going away (GOAWAY {code})"))
 
 
 def _is_grpc(content_type: bytes) -> bool:

@@ -154,6 +154,36 @@ def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_a
     assert codes[0] in (UNAVAILABLE, CANCELLED) and codes[1:] == (UNAVAILABLE, b"back")
 
 
+def test_a_call_running_when_the_server_stops_gracefully_finishes():
+    # grpcio's server.stop(grace) sends GOAWAY (and a PING, then a second GOAWAY) and lets the calls
+    # it accepted end; new calls find no server.
+    async def body():
+        echo = Echo()
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((echo.handler(),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        channel = Channel(f"127.0.0.1:{port}")
+        try:
+            call = await channel.open(f"/{SERVICE}/Chat")
+            await call.write(b"1")
+            answers = [len(await call.read())]
+            stopping = asyncio.ensure_future(server.stop(5))
+            await asyncio.sleep(0.2)  # the GOAWAY arrives
+            with pytest.raises(RpcError) as refused:
+                await channel.unary(f"/{SERVICE}/Echo", b"x")
+            await call.write(b"2", end=True)
+            while (answer := await asyncio.wait_for(call.read(), 5)) is not None:
+                answers.append(len(answer))
+            await asyncio.wait_for(stopping, 5)
+            return answers, refused.value.code
+        finally:
+            channel.close()
+            await server.stop(None)
+
+    assert asyncio.run(body()) == ([1024] * 3, UNAVAILABLE)
+
+
 def test_concurrent_calls_share_one_connection():
     async def body(channel, echo):
         answers = await asyncio.gather(*(channel.unary(f"/{SERVICE}/Echo", str(i).encode()) for i in range(50)))

@@ -1,6 +1,7 @@
 """The endpoint's HTTP/2 gRPC channel against a small HTTP/2 server made of h2 (server side) on
 loopback, for what grpcio's server does not do on demand: flow control seen from the server, GOAWAY,
-answers that are not gRPC's, resets with each error code."""
+a low SETTINGS_MAX_CONCURRENT_STREAMS, stream ids running out, answers that are not gRPC's,
+resets with each error code."""
 
 import asyncio
 from typing import Dict, List, Optional
@@ -18,9 +19,10 @@ from h2.events import (
     StreamReset,
     WindowUpdated,
 )
-from h2.settings import Settings
+from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame, PingFrame
 
+from pytriton_like.openai import channel as channel_module
 from pytriton_like.openai.channel import CANCELLED, OK, UNAVAILABLE, Channel, RpcError, StatusCode
 
 PATH = "/test.Fake/Call"
@@ -333,9 +335,84 @@ def test_a_writer_waiting_for_the_window_is_woken_by_a_cancel_or_goaway(how, cod
             server.connections[0].goaway(last_stream_id=0)  # the call never ran
         with pytest.raises(RpcError) as caught:
             await writing
+        if how == "goaway":  # and the connection, with no call left, is closed
+            await server.connections[0].closed.wait()
         return caught.value.code
 
     assert serve(handler, body, acknowledge=False) == code
+
+
+# -- connections: GOAWAY, SETTINGS_MAX_CONCURRENT_STREAMS, stream ids --
+
+def test_after_goaway_the_accepted_call_finishes_the_others_are_unavailable_and_the_connection_closes_after_it():
+    async def handler(stream):
+        if stream.headers[b":path"] != b"/test.Fake/Long":
+            return await echo(stream)
+        stream.respond()
+        await stream.ended.wait()  # goes on after the GOAWAY until the client's END_STREAM
+        for request in stream.messages():
+            await stream.send(framed(request))
+        stream.trailers()
+
+    async def body(channel, server):
+        accepted = await channel.open("/test.Fake/Long")
+        refused = await channel.open("/test.Fake/Long")
+        await server.stream(refused)
+        first = server.connections[0]
+        first.goaway(last_stream_id=accepted.stream_id)
+        with pytest.raises(RpcError) as caught:
+            await refused.read()
+        answer = await channel.unary(PATH, b"elsewhere")  # on a new connection
+        await accepted.write(b"after goaway", end=True)
+        messages = [await accepted.read(), await accepted.read()]
+        await first.closed.wait()
+        second_open = not server.connections[1].closed.is_set()
+        return caught.value.code, answer, messages, len(server.connections), first.goaway_received, second_open
+
+    assert serve(handler, body) == (UNAVAILABLE, b"elsewhere", [b"after goaway", None], 2, True, True)
+
+
+def test_the_servers_max_concurrent_streams_sends_new_calls_to_a_new_connection():
+    async def body(channel, server):
+        answers = await asyncio.gather(*(channel.unary(PATH, b"%d" % index) for index in range(3)))
+        # each connection took one call and closed once it ended, but the last (where new calls go)
+        await asyncio.gather(*(connection.closed.wait() for connection in server.connections[:-1]))
+        return answers, len(server.connections), server.connections[-1].closed.is_set()
+
+    answers, connections, last_closed = serve(echo, body, settings={SettingCodes.MAX_CONCURRENT_STREAMS: 1})
+    assert answers == [b"0", b"1", b"2"] and connections == 3 and not last_closed
+
+
+def test_a_server_taking_no_call_is_unavailable():
+    async def body(channel, server):
+        with pytest.raises(RpcError) as caught:
+            await channel.open(PATH)
+        return caught.value.code, len(server.connections)
+
+    assert serve(echo, body, settings={SettingCodes.MAX_CONCURRENT_STREAMS: 0}) == (UNAVAILABLE, 1)
+
+
+def test_stream_ids_running_out_send_new_calls_to_a_new_connection(monkeypatch):
+    class TwoIdsLeft(H2Connection):  # real h2, its stream ids nearly used up
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.highest_outbound_stream_id = 2**31 - 5
+
+    monkeypatch.setattr(channel_module, "H2Connection", TwoIdsLeft)
+
+    async def body(channel, server):
+        long = await channel.open(PATH)  # id 2**31 - 3, open until the end
+        answers = [await channel.unary(PATH, b"a"), await channel.unary(PATH, b"b")]  # 2**31 - 1, then a new connection
+        first = server.connections[0]
+        closed_while_long_open = first.closed.is_set()
+        await long.write(b"last", end=True)
+        answers.append(await long.read())
+        await first.closed.wait()
+        return answers, sorted(first.streams), len(server.connections), closed_while_long_open
+
+    answers, ids, connections, closed_while_long_open = serve(echo, body)
+    assert answers == [b"a", b"b", b"last"] and ids == [2**31 - 3, 2**31 - 1]
+    assert connections == 2 and not closed_while_long_open
 
 
 # -- statuses --
