@@ -48,12 +48,18 @@ class Echo:
         })
 
 
-async def serving(body, echo=None, metadata=()):
-    echo = echo or Echo()
+async def start_server(echo, port=0):
+    """grpcio's server of ``echo``, started on loopback (``port`` 0: a free one)."""
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((echo.handler(),))
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
+    return server, port
+
+
+async def serving(body, echo=None, metadata=()):
+    echo = echo or Echo()
+    server, port = await start_server(echo)
     channel = Channel(f"127.0.0.1:{port}", metadata)
     try:
         return await body(channel, echo)
@@ -126,10 +132,7 @@ def test_cancelling_a_call_cancels_it_on_the_server():
 def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_again():
     async def body():
         echo = Echo()
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((echo.handler(),))
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
+        server, port = await start_server(echo)
         channel = Channel(f"127.0.0.1:{port}")
         try:
             call = await channel.open(f"/{SERVICE}/Chat")
@@ -141,10 +144,7 @@ def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_a
                     await asyncio.wait_for(call.read(), 5)
             with pytest.raises(RpcError) as refused:
                 await channel.unary(f"/{SERVICE}/Echo", b"x")
-            server = grpc.aio.server()
-            server.add_generic_rpc_handlers((echo.handler(),))
-            server.add_insecure_port(f"127.0.0.1:{port}")
-            await server.start()
+            server, _ = await start_server(echo, port)
             return caught.value.code, refused.value.code, await channel.unary(f"/{SERVICE}/Echo", b"back")
         finally:
             channel.close()
@@ -159,10 +159,7 @@ def test_a_call_running_when_the_server_stops_gracefully_finishes():
     # it accepted end; new calls find no server.
     async def body():
         echo = Echo()
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((echo.handler(),))
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
+        server, port = await start_server(echo)
         channel = Channel(f"127.0.0.1:{port}")
         try:
             call = await channel.open(f"/{SERVICE}/Chat")
