@@ -14,12 +14,13 @@ SERVICE = "test.Echo"
 
 class Echo:
     """Unary ``Echo`` (the request back, ``Fail`` with a status), streaming ``Chat`` (each request
-    answered by ``int(request)`` messages of 1 KiB), and what the server saw."""
+    answered by ``int(request)`` messages of 1 KiB), what the server saw, and the server."""
 
     def __init__(self):
         self.cancelled = asyncio.Event()
         self.metadata = {}
         self.peers = set()
+        self.server = None
 
     async def echo(self, request: bytes, context) -> bytes:
         self.metadata = dict(context.invocation_metadata())
@@ -54,6 +55,7 @@ async def start_server(echo, port=0):
     server.add_generic_rpc_handlers((echo.handler(),))
     port = server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
+    echo.server = server
     return server, port
 
 
@@ -157,28 +159,21 @@ def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_a
 def test_a_call_running_when_the_server_stops_gracefully_finishes():
     # grpcio's server.stop(grace) sends GOAWAY (and a PING, then a second GOAWAY) and lets the calls
     # it accepted end; new calls find no server.
-    async def body():
-        echo = Echo()
-        server, port = await start_server(echo)
-        channel = Channel(f"127.0.0.1:{port}")
-        try:
-            call = await channel.open(f"/{SERVICE}/Chat")
-            await call.write(b"1")
-            answers = [len(await call.read())]
-            stopping = asyncio.ensure_future(server.stop(5))
-            await asyncio.sleep(0.2)  # the GOAWAY arrives
-            with pytest.raises(RpcError) as refused:
-                await channel.unary(f"/{SERVICE}/Echo", b"x")
-            await call.write(b"2", end=True)
-            while (answer := await asyncio.wait_for(call.read(), 5)) is not None:
-                answers.append(len(answer))
-            await asyncio.wait_for(stopping, 5)
-            return answers, refused.value.code
-        finally:
-            channel.close()
-            await server.stop(None)
+    async def body(channel, echo):
+        call = await channel.open(f"/{SERVICE}/Chat")
+        await call.write(b"1")
+        answers = [len(await call.read())]
+        stopping = asyncio.ensure_future(echo.server.stop(5))
+        await asyncio.sleep(0.2)  # the GOAWAY arrives
+        with pytest.raises(RpcError) as refused:
+            await channel.unary(f"/{SERVICE}/Echo", b"x")
+        await call.write(b"2", end=True)
+        while (answer := await asyncio.wait_for(call.read(), 5)) is not None:
+            answers.append(len(answer))
+        await asyncio.wait_for(stopping, 5)
+        return answers, refused.value.code
 
-    assert asyncio.run(body()) == ([1024] * 3, UNAVAILABLE)
+    assert run(body) == ([1024] * 3, UNAVAILABLE)
 
 
 def test_concurrent_calls_share_one_connection():
