@@ -14,12 +14,13 @@ SERVICE = "test.Echo"
 
 class Echo:
     """Unary ``Echo`` (the request back, ``Fail`` with a status), streaming ``Chat`` (each request
-    answered by ``int(request)`` messages of 1 KiB), and what the server saw."""
+    answered by ``int(request)`` messages of 1 KiB), what the server saw, and the server."""
 
     def __init__(self):
         self.cancelled = asyncio.Event()
         self.metadata = {}
         self.peers = set()
+        self.server = None
 
     async def echo(self, request: bytes, context) -> bytes:
         self.metadata = dict(context.invocation_metadata())
@@ -48,12 +49,19 @@ class Echo:
         })
 
 
-async def serving(body, echo=None, metadata=()):
-    echo = echo or Echo()
+async def start_server(echo, port=0):
+    """grpcio's server of ``echo``, started on loopback (``port`` 0: a free one)."""
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((echo.handler(),))
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
+    echo.server = server
+    return server, port
+
+
+async def serving(body, echo=None, metadata=()):
+    echo = echo or Echo()
+    server, port = await start_server(echo)
     channel = Channel(f"127.0.0.1:{port}", metadata)
     try:
         return await body(channel, echo)
@@ -126,10 +134,7 @@ def test_cancelling_a_call_cancels_it_on_the_server():
 def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_again():
     async def body():
         echo = Echo()
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((echo.handler(),))
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
+        server, port = await start_server(echo)
         channel = Channel(f"127.0.0.1:{port}")
         try:
             call = await channel.open(f"/{SERVICE}/Chat")
@@ -141,10 +146,7 @@ def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_a
                     await asyncio.wait_for(call.read(), 5)
             with pytest.raises(RpcError) as refused:
                 await channel.unary(f"/{SERVICE}/Echo", b"x")
-            server = grpc.aio.server()
-            server.add_generic_rpc_handlers((echo.handler(),))
-            server.add_insecure_port(f"127.0.0.1:{port}")
-            await server.start()
+            server, _ = await start_server(echo, port)
             return caught.value.code, refused.value.code, await channel.unary(f"/{SERVICE}/Echo", b"back")
         finally:
             channel.close()
@@ -152,6 +154,26 @@ def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_a
 
     codes = asyncio.run(body())
     assert codes[0] in (UNAVAILABLE, CANCELLED) and codes[1:] == (UNAVAILABLE, b"back")
+
+
+def test_a_call_running_when_the_server_stops_gracefully_finishes():
+    # grpcio's server.stop(grace) sends GOAWAY (and a PING, then a second GOAWAY) and lets the calls
+    # it accepted end; new calls find no server.
+    async def body(channel, echo):
+        call = await channel.open(f"/{SERVICE}/Chat")
+        await call.write(b"1")
+        answers = [len(await call.read())]
+        stopping = asyncio.ensure_future(echo.server.stop(5))
+        await asyncio.sleep(0.2)  # the GOAWAY arrives
+        with pytest.raises(RpcError) as refused:
+            await channel.unary(f"/{SERVICE}/Echo", b"x")
+        await call.write(b"2", end=True)
+        while (answer := await asyncio.wait_for(call.read(), 5)) is not None:
+            answers.append(len(answer))
+        await asyncio.wait_for(stopping, 5)
+        return answers, refused.value.code
+
+    assert run(body) == ([1024] * 3, UNAVAILABLE)
 
 
 def test_concurrent_calls_share_one_connection():
@@ -163,13 +185,35 @@ def test_concurrent_calls_share_one_connection():
     assert answers == [str(i).encode() for i in range(50)] and len(peers) == 1
 
 
-def test_messages_split_anywhere_across_frames_are_read_whole():
+class Acknowledged:
+    """Stands for the connection under a Call: the bytes given back to the server's window."""
+
+    def __init__(self):
+        self.loop = None
+        self.sizes = []
+
+    def acknowledge(self, stream_id, size):
+        self.sizes.append(size)
+
+
+def test_messages_split_anywhere_across_frames_are_read_whole_and_each_byte_acknowledged_once_read():
     from pytriton_like.openai.channel import Call
 
     messages = [b"", b"a", bytes(range(256)) * 70, b"xyz" * 5]
     wire = b"".join(b"\0" + len(m).to_bytes(4, "big") + m for m in messages)
-    for cut in (1, 2, 3, 4, 5, 6, 7, 4099, 17000):
-        call = Call(connection=None, stream_id=1)
-        for start in range(0, len(wire), cut):
-            call._data(wire[start : start + cut])
-        assert list(call._messages) == messages, cut
+
+    async def read_all(call):
+        return [await call.read() for _ in messages]
+
+    for ack_batch in (1, 1000, 1 << 20):
+        for cut in (1, 2, 3, 4, 5, 6, 7, 4099, 17000):
+            connection = Acknowledged()
+            call = Call(connection, stream_id=1, ack_batch=ack_batch)
+            for start in range(0, len(wire), cut):
+                call._data(wire[start : start + cut], len(wire[start : start + cut]))
+            assert list(call._messages) == messages, cut
+            if ack_batch > len(wire):  # nothing read, nothing given back (only a message's start may be)
+                assert connection.sizes == [], cut
+            assert asyncio.run(read_all(call)) == messages
+            assert sum(connection.sizes) + call._owed == len(wire) and all(size > 0 for size in connection.sizes)
+            assert call._owed < ack_batch
