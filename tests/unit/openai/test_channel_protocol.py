@@ -22,7 +22,7 @@ from h2.events import (
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame, PingFrame
 
-from pytriton_like.openai import channel as channel_module
+from pytriton_like.openai import grpc_connection as connection_module
 from pytriton_like.openai.channel import CANCELLED, OK, UNAVAILABLE, Channel, RpcError, StatusCode
 
 PATH = "/test.Fake/Call"
@@ -398,7 +398,7 @@ def test_stream_ids_running_out_send_new_calls_to_a_new_connection(monkeypatch):
             super().__init__(*args, **kwargs)
             self.highest_outbound_stream_id = 2**31 - 5
 
-    monkeypatch.setattr(channel_module, "H2Connection", TwoIdsLeft)
+    monkeypatch.setattr(connection_module, "H2Connection", TwoIdsLeft)
 
     async def body(channel, server):
         long = await channel.open(PATH)  # id 2**31 - 3, open until the end
