@@ -195,7 +195,9 @@ def storm(args) -> int:
             try:
                 prober = Prober(server.http_port)
                 counts = asyncio.run(storm_load(server, args.kind, args))
-                time.sleep(3)  # a restart under way ends, for the share and the count
+                ended = time.monotonic()
+                while prober.answered_since(ended) is None and time.monotonic() - ended < 30:
+                    time.sleep(0.1)  # a restart under way ends (its back-off is 10 s at most), for the count
                 prober.stop()
                 report = {"run": number + 1, "load": args.kind, "seconds": args.seconds, "clients": args.clients,
                           "restarts": restarts(server), "serving_process_alive": serving_alive(server),
