@@ -272,7 +272,6 @@ class Supervisor:
             wanted = not self._paused and child not in self._forgotten
             if wanted:
                 self._watched.add(child)
-        with self._lock:
             self._failed_starts.pop(child, None)
         if not wanted:  # stopping meanwhile: its owner no longer knows it runs
             if future is not None:

@@ -44,11 +44,6 @@ class Availability:
         self._thread = threading.Thread(target=self._run, name=f"pytriton_like-availability-{model_name}", daemon=True)
         self._thread.start()
 
-    @property
-    def loaded(self) -> bool:
-        """Whether the model is loaded as far as this knows (a restarted server loads only those)."""
-        return self._loaded
-
     def set(self, available: bool) -> None:
         """Ask for the model loaded (``True``) or unloaded; returns at once."""
         with self._changed:

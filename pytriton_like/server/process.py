@@ -112,11 +112,6 @@ class ServerProcess:
         """Whether the process was started and has not exited."""
         return self._process is not None and self.returncode is None
 
-    def start(self, timeout_s: float) -> None:
-        """Start the server and wait until every endpoint listens; raise PyTritonServerError if it fails."""
-        self.spawn()
-        self.wait_ready(timeout_s)
-
     def spawn(self) -> None:
         """Start the process, from a thread of its own that lives as long as it does; returns at once."""
         with self._changed:
