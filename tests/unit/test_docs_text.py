@@ -51,6 +51,12 @@ def test_links_reach_files_that_exist(page):
     assert not missing, "\n".join(missing)
 
 
+def test_the_examples_page_lists_every_example_folder():
+    folders = {path.name for path in (ROOT / "examples").iterdir() if (path / "client.py").exists()}
+    listed = set(re.findall(r"\]\(\.\./examples/(\w+)\)", (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")))
+    assert listed == folders, f"not in docs/examples.md: {sorted(folders - listed)}; gone: {sorted(listed - folders)}"
+
+
 def test_the_patterns_catch_what_they_are_for():
     assert COMMIT.search("at `72c553c`, the common-shape path") and COMMIT.search("fixed in 9476aac.")
     assert not COMMIT.search("size=1048576") and not COMMIT.search("a4b3c2d1-uuid") and not COMMIT.search("deadbeef")
