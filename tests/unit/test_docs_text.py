@@ -51,6 +51,23 @@ def test_links_reach_files_that_exist(page):
     assert not missing, "\n".join(missing)
 
 
+# The configuration classes a page's code may make: each such page imports it in one of its blocks.
+CONFIGURATION_CLASSES = [
+    "TritonConfig", "TritonSecurityConfig", "WorkerOptions", "ModelConfig", "DynamicBatcher", "QueuePolicy",
+    "TimeoutAction", "SequenceBatcher", "Tensor", "ModelWarmup", "WarmupInput", "EnsembleStep", "DeviceKind",
+]
+PYTHON_BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+IMPORTED = re.compile(r"^\s*from [\w.]+ import (\([^)]*\)|[^\n]*)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_configuration_class_a_page_makes_is_imported_there(page):
+    code = "\n".join(PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")))
+    imported = {name for names in IMPORTED.findall(code) for name in re.findall(r"\w+", names)}
+    made = {name for name in CONFIGURATION_CLASSES if re.search(rf"\b{name}\(", code)}
+    assert made <= imported, f"{page.name}: made but never imported: {sorted(made - imported)}"
+
+
 def test_the_examples_page_lists_every_example_folder():
     folders = {path.name for path in (ROOT / "examples").iterdir() if (path / "client.py").exists()}
     listed = set(re.findall(r"\]\(\.\./examples/(\w+)\)", (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")))
