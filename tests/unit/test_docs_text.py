@@ -12,7 +12,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
 
 # 7 to 40 hex digits with at least one letter and one digit, alone as a word: a commit's name.
 COMMIT = re.compile(r"(?<![\w./-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w-])")
