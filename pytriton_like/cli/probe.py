@@ -92,8 +92,7 @@ def outputs_from_a_worker(
             process.kill()
         process.join(5)
     if isinstance(answer, ProbeFailed):
-        if answer.traceback:
-            logger.debug("the probe process failed:\n%s", answer.traceback)
+        logger.debug("the probe process failed (%s):\n%s", answer.error_type, answer.traceback or answer.message)
         raise CliError(answer.message)
     return answer
 
