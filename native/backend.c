@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calls.h"
 #include "log.h"
 #include "metrics.h"
 #include "settings.h"
@@ -713,22 +714,29 @@ static void* reader_main(void* argument) {
 
 /* -- Triton's entry points ------------------------------------------------------------------- */
 
-/* The value of --backend-config=pytriton_like,server-restarts=N (0 when absent). The config is JSON
- * ({"cmdline":{"server-restarts":"N",...}}); only this one key is looked for, in a bounded copy. */
-static uint64_t server_restarts(TRITONBACKEND_Backend* backend) {
+/* The value of --backend-config=pytriton_like,<key>=<value> in value (empty when absent). The config
+ * is JSON ({"cmdline":{"server-restarts":"N",...}}); the values pytriton_like sets need no escapes. */
+static void backend_option(TRITONBACKEND_Backend* backend, const char* key, char* value, size_t value_len) {
   TRITONSERVER_Message* message;
   const char* json;
   size_t size;
+  value[0] = '\0';
   if (relay_check(TRITONBACKEND_BackendConfig(backend, &message), __LINE__) ||
       relay_check(TRITONSERVER_MessageSerializeToJson(message, &json, &size), __LINE__))
-    return 0;
-  char copy[4096];
-  if (size >= sizeof(copy)) size = sizeof(copy) - 1;
-  memcpy(copy, json, size);
-  copy[size] = '\0';
-  static const char key[] = "\"server-restarts\":\"";
-  const char* found = strstr(copy, key);
-  return found != NULL ? strtoull(found + sizeof(key) - 1, NULL, 10) : 0;
+    return;
+  char pattern[64];
+  snprintf(pattern, sizeof(pattern), "\"%s\":\"", key);
+  const char* end = json + size;
+  for (const char* at = json; at + strlen(pattern) <= end; at++) {
+    if (memcmp(at, pattern, strlen(pattern)) != 0) continue;
+    const char* start = at + strlen(pattern);
+    const char* quote = memchr(start, '"', (size_t)(end - start));
+    size_t len = quote != NULL ? (size_t)(quote - start) : 0;
+    if (len >= value_len) len = 0; /* none of ours is that long: not ours */
+    memcpy(value, start, len);
+    value[len] = '\0';
+    return;
+  }
 }
 
 TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
@@ -738,12 +746,25 @@ TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
     return error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                      "the pytriton_like backend needs Triton's backend API %d.%d or a later 1.x, this server has %u.%u",
                      RELAY_BACKEND_API_MAJOR, RELAY_BACKEND_API_MINOR, major, minor);
-  metrics_families_new(server_restarts(backend));
+  char restarts[32], socket_path[SETTINGS_MAX_PATH], token[256];
+  backend_option(backend, "server-restarts", restarts, sizeof(restarts));
+  backend_option(backend, "calls-socket", socket_path, sizeof(socket_path));
+  backend_option(backend, "calls-token", token, sizeof(token));
+  if (socket_path[0] != '\0') {
+    /* the token comes after the access token's marker, which hides it from /proc/<pid>/cmdline */
+    static const char marker[] = "triton-access-token=";
+    const char* token_value = strncmp(token, marker, sizeof(marker) - 1) == 0 ? token + sizeof(marker) - 1 : NULL;
+    char message[512];
+    if (calls_start(socket_path, token_value, message, sizeof(message)) != 0)
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, message);
+  }
+  metrics_families_new(strtoull(restarts, NULL, 10));
   return NULL;
 }
 
 TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend) {
   (void)backend;
+  calls_stop();
   metrics_families_delete();
   return NULL;
 }
@@ -756,6 +777,9 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
   TRY(TRITONBACKEND_ModelName(model, &name));
   TRY(TRITONBACKEND_ModelVersion(model, &version));
   TRY(TRITONBACKEND_ModelRepository(model, &artifact, &location));
+  TRITONSERVER_Server* server;
+  TRY(TRITONBACKEND_ModelServer(model, &server));
+  calls_set_server(server);
   struct model_state* state = calloc(1, sizeof(*state));
   if (state == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   snprintf(state->name, sizeof(state->name), "%s", name);

@@ -19,7 +19,7 @@ from .console import Console
 from .exceptions import PyTritonServerError, PyTritonValidationError
 from .model_config.ensemble import EnsembleConfig, validate_ensemble
 from .models.bindings import Bindings
-from .models.loopback import LoopbackClients, loopback_url
+from .models.nested_calls import NestedCalls, NestedCallSettings, network_url
 from .models.availability import Availability
 from .models.model import Model
 from .models.poller import RepositoryPoller
@@ -28,6 +28,7 @@ from .models.s3_repository import name_remote_repository
 from .models.user_repository import repository_location
 from .openai.contract import OpenAIModel, catalog
 from .relay.shm import unlink_orphaned_segments
+from .relay.transport import UNIX_SCHEME
 from .server.bundle import find_install
 from .server.child import TritonServerChild
 from .server.command_line import connect_host, endpoint_urls, local_url, server_argv
@@ -36,7 +37,13 @@ from .server.control import ServerControl
 from .server.lifecycle import DefaultTritonLifecyclePolicy, TritonLifecyclePolicy, VertextAILifecyclePolicy
 from .server.management import ServerModels, no_control
 from .server.process import ServerProcess, check_ports_free
-from .server.security import TritonSecurityConfig, check_restriction_overlap, hide_token_environment, restriction_value
+from .server.security import (
+    TritonSecurityConfig,
+    check_restriction_overlap,
+    hide_token_environment,
+    nested_call_token,
+    restriction_value,
+)
 from .server.shutdown import DEFAULT_EXIT_TIMEOUT_S, stop_server
 from .server.workspace import Workspace, remove_orphaned_workspaces
 from .supervisor import Supervisor
@@ -87,7 +94,7 @@ class ServerRun:
         self._on_given_up = on_given_up
         self.supervisor = Supervisor()
         self.workspace: Optional[Workspace] = None
-        self.loopback: Optional[LoopbackClients] = None
+        self.loopback: Optional[NestedCalls] = None
         self._availability: Dict[str, Availability] = {}
         self._server: Optional[TritonServerChild] = None
         self._startup_models: List[str] = []  # what the first start loads; restarts load what is loaded then
@@ -118,7 +125,16 @@ class ServerRun:
             ports["OpenAI"] = config.openai_endpoint_port()
         check_ports_free(ports, config.http_address or "0.0.0.0")
         self.workspace = Workspace(bundle, self._workspace_path)
-        self.loopback = LoopbackClients(loopback_url(config), access_token=self._security.access_token)
+        self.loopback = NestedCalls(
+            NestedCallSettings(
+                network_url(config),
+                access_token=self._security.access_token,
+                calls_address=f"{UNIX_SCHEME}{self.workspace.calls_socket}",
+                calls_token=nested_call_token(self._security),
+                shm_limit=config.shm_limit_bytes,
+                header_pattern=config.grpc_header_forward_pattern,
+            )
+        )
         for model in bindings.models:
             self.setup(model)
         for name in bindings.models.names():
@@ -204,6 +220,8 @@ class ServerRun:
             startup_models=startup_models,
             restriction=restriction_value(self._security),
             restarts=restarts,
+            calls_socket=self.workspace.calls_socket,
+            calls_token=nested_call_token(self._security),
         )
         logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         return argv
