@@ -248,7 +248,10 @@ class CallChannel:
             loop.remove_reader(fd)
 
     def _read(self) -> Reply:
-        body, fd = self._channel.recv()
+        try:
+            body, fd = self._channel.recv()
+        except ChannelClosed:
+            raise ChannelClosed("tritonserver closed the connection of the call (it stopped or is restarting)") from None
         if fd is not None:
             self._out = shm.map_received(fd)
         view = None
