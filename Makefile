@@ -201,6 +201,13 @@ bench-ab: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(VENV_NUMPY1)/bin/python bench/ab.py $(or $(ARGS),--variant pytriton_like --variant floor)
 
+# Nested calls against Triton's Python-backend BLS and the network path they took before
+# (bench/nested.py, docs/pipelines.md): 16 floats and 1 MiB, gRPC and HTTP, c1 p50 and c8
+# throughput, with the ratios to BLS. In .venv-numpy1: the BLS model runs in Triton's stub. About 8 min.
+.PHONY: bench-nested
+bench-nested: $(BENCH_STAMP) $(PERF_ANALYZER)
+	$(VENV_NUMPY1)/bin/python bench/nested.py $(ARGS)
+
 # What the relay costs (bench/relay.py): the worker's Python per batch in a loop, its CPU per batch
 # through the real socket, a tiny request's time per phase in a server. Under a minute.
 #   make bench-relay ARGS="loop --profile"

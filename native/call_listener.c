@@ -307,11 +307,10 @@ static int listen_at(const char* path, char* message, size_t message_len) {
   }
   strcpy(address.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  mode_t mask = umask(0177); /* only the server's user may connect (docs/security.md) */
-  unlink(path);              /* what a tritonserver that died left there */
-  int failed = fd < 0 || bind(fd, (struct sockaddr*)&address, sizeof(address)) != 0 || listen(fd, 64) != 0;
-  umask(mask);
-  if (failed) {
+  unlink(path); /* what a tritonserver that died left there */
+  /* only the server's user may connect (docs/security.md); its folder is the owner's alone too */
+  if (fd < 0 || bind(fd, (struct sockaddr*)&address, sizeof(address)) != 0 || chmod(path, 0600) != 0 ||
+      listen(fd, 64) != 0) {
     snprintf(message, message_len, "cannot listen for nested calls at %s: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
     return -1;

@@ -28,7 +28,8 @@ from .model_config import ModelConfig, Tensor
 from .models.bindings import BoundModels, bound_model_config
 from .models.worker_process import check_not_in_worker
 from .models.worker_options import WorkerOptions
-from .models.nested_calls import NestedCallSettings, NestedCalls
+from .models.nested_calls import NestedCalls
+from .models.nested_settings import NestedCallSettings
 from .models.model import Model
 from .server.config import DEFAULT_RELAY_SPIN_US
 from .server.control import ControlError, ServerControl

@@ -1,6 +1,6 @@
 """One run of tritonserver for a ``Triton``: what ``run()`` starts and ``stop()`` ends.
 
-:class:`ServerRun` holds what a run creates (the supervisor, the workspace, the loopback clients,
+:class:`ServerRun` holds what a run creates (the supervisor, the workspace, the nested calls' clients,
 the server process, its control calls, the repository poller), each set as soon as it exists, so
 that :meth:`ServerRun.stop` ends whatever a failed start got to. The order of the start is
 docs/architecture.md's "Start-up". Every process of the run — tritonserver, the OpenAI endpoint's
@@ -19,7 +19,7 @@ from .console import Console
 from .exceptions import PyTritonServerError, PyTritonValidationError
 from .model_config.ensemble import EnsembleConfig, validate_ensemble
 from .models.bindings import Bindings
-from .models.nested_calls import NestedCalls, NestedCallSettings, network_url
+from .models.nested_calls import NestedCalls
 from .models.availability import Availability
 from .models.model import Model
 from .models.poller import RepositoryPoller
@@ -28,7 +28,6 @@ from .models.s3_repository import name_remote_repository
 from .models.user_repository import repository_location
 from .openai.contract import OpenAIModel, catalog
 from .relay.shm import unlink_orphaned_segments
-from .relay.transport import UNIX_SCHEME
 from .server.bundle import find_install
 from .server.child import TritonServerChild
 from .server.command_line import connect_host, endpoint_urls, local_url, server_argv
@@ -37,13 +36,7 @@ from .server.control import ServerControl
 from .server.lifecycle import DefaultTritonLifecyclePolicy, TritonLifecyclePolicy, VertextAILifecyclePolicy
 from .server.management import ServerModels, no_control
 from .server.process import ServerProcess, check_ports_free
-from .server.security import (
-    TritonSecurityConfig,
-    check_restriction_overlap,
-    hide_token_environment,
-    nested_call_token,
-    restriction_value,
-)
+from .server.security import TritonSecurityConfig, check_restriction_overlap, hide_token_environment, restriction_value
 from .server.shutdown import DEFAULT_EXIT_TIMEOUT_S, stop_server
 from .server.workspace import Workspace, remove_orphaned_workspaces
 from .supervisor import Supervisor
@@ -125,16 +118,7 @@ class ServerRun:
             ports["OpenAI"] = config.openai_endpoint_port()
         check_ports_free(ports, config.http_address or "0.0.0.0")
         self.workspace = Workspace(bundle, self._workspace_path)
-        self.loopback = NestedCalls(
-            NestedCallSettings(
-                network_url(config),
-                access_token=self._security.access_token,
-                calls_address=f"{UNIX_SCHEME}{self.workspace.calls_socket}",
-                calls_token=nested_call_token(self._security),
-                shm_limit=config.shm_limit_bytes,
-                header_pattern=config.grpc_header_forward_pattern,
-            )
-        )
+        self.loopback = NestedCalls.of_run(config, self._security, self.workspace.calls_socket)
         for model in bindings.models:
             self.setup(model)
         for name in bindings.models.names():
@@ -218,10 +202,8 @@ class ServerRun:
             backend_directory=self.workspace.backends,
             cache_directory=self._bundle.caches,
             startup_models=startup_models,
-            restriction=restriction_value(self._security),
-            restarts=restarts,
-            calls_socket=self.workspace.calls_socket,
-            calls_token=nested_call_token(self._security),
+            restriction=restriction_value(self._security), restarts=restarts,
+            calls_socket=self.workspace.calls_socket, calls_token=self.loopback.settings.calls_token,
         )
         logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         return argv

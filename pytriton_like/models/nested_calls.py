@@ -12,21 +12,22 @@ its end the call is withdrawn from Triton, and its error says that a cycle may b
 """
 
 import asyncio
-import dataclasses
 import logging
+import pathlib
 import threading
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ..exceptions import PyTritonInvalidOperationError, PyTritonValidationError
 from ..relay.calls import CallChannels
-from ..server.command_line import local_url
 from ..server.config import TritonConfig
+from ..server.security import TritonSecurityConfig
+from .nested_settings import NestedCallSettings, nested_call_settings
 
 if TYPE_CHECKING:  # the clients are imported at first use: serving alone need not load them
     from ..client.aio import AsyncioModelClient
     from ..client.sync import ModelClient
 
-__all__ = ["NestedCalls", "NestedCallSettings", "DEFAULT_NESTED_TIMEOUT_S", "network_url"]
+__all__ = ["NestedCalls", "DEFAULT_NESTED_TIMEOUT_S"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,38 +37,6 @@ DEFAULT_NESTED_TIMEOUT_S = 30.0
 _ASYNC_CLOSE_TIMEOUT_S = 5.0
 
 _Key = Tuple[str, str, Optional[str], float]  # caller, callee, version, timeout
-
-
-def network_url(config: TritonConfig) -> str:
-    """Where a client on this machine reaches the server: its gRPC endpoint if on, else HTTP.
-
-    Nested clients use it for what does not go through the relay (loading and unloading models,
-    the repository index a failed wait reports), and for every call of a server without the relay's
-    call socket.
-    """
-    return local_url(config, "gRPC" if "gRPC" in config.ports else "HTTP")
-
-
-@dataclasses.dataclass(frozen=True)
-class NestedCallSettings:
-    """What a process needs to make nested calls (handed to each worker process).
-
-    Attributes:
-        url: the server's url on this machine (see :func:`network_url`).
-        access_token: the server's access token, for what needs it.
-        calls_address: ``unix://PATH`` of the backend's call socket; ``None``: calls go over ``url``.
-        calls_token: the token the call socket asks for (when a group it serves is restricted).
-        shm_limit: the largest shared-memory arena (``TritonConfig.shm_limit_bytes``).
-        header_pattern: the server's ``grpc_header_forward_pattern``: headers of a call that match
-            it reach the called model as request parameters, as over gRPC.
-    """
-
-    url: str
-    access_token: Optional[str] = dataclasses.field(default=None, repr=False)
-    calls_address: Optional[str] = None
-    calls_token: Optional[str] = dataclasses.field(default=None, repr=False)
-    shm_limit: Optional[int] = None
-    header_pattern: Optional[str] = None
 
 
 class NestedCalls:
@@ -93,6 +62,11 @@ class NestedCalls:
         )
         self._sync: Dict[_Key, "ModelClient"] = {}
         self._async: Dict[asyncio.AbstractEventLoop, Dict[_Key, "AsyncioModelClient"]] = {}
+
+    @classmethod
+    def of_run(cls, config: TritonConfig, security: TritonSecurityConfig, calls_socket: pathlib.Path) -> "NestedCalls":
+        """The nested calls of a run of ``config`` whose backend listens at ``calls_socket``."""
+        return cls(nested_call_settings(config, security, calls_socket))
 
     @property
     def url(self) -> str:

@@ -26,7 +26,7 @@ from ..client.readiness import Readiness, ReadinessWaiter
 from ..client.sync import ModelClient
 from ..proxy.types import Request
 from ..relay.calls import CallFailed, CallChannels
-from .nested_calls import NestedCallSettings
+from .nested_settings import NestedCallSettings
 
 __all__ = [
     "NestedModelClient",

@@ -21,7 +21,8 @@ from ..model_config.triton_model_config import TritonModelConfig
 from ..tracing import model_tracer
 from .worker_options import WorkerInfo
 from ..relay_server.strategy import start_model_instance
-from .nested_calls import NestedCalls, NestedCallSettings
+from .nested_calls import NestedCalls
+from .nested_settings import NestedCallSettings
 from .warmup import warm_up
 
 __all__ = ["CallableByName", "Cancel", "Ready", "SetupFailed", "Stop", "Unrecoverable", "WORKER_ENV", "WorkerSpec", "check_not_in_worker", "portable", "worker_main"]

@@ -10,7 +10,8 @@ from pytriton_like.client.exceptions import PyTritonClientClosedError, PyTritonC
 from pytriton_like.decorators import TritonContext
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonValidationError
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
-from pytriton_like.models.nested_calls import DEFAULT_NESTED_TIMEOUT_S, NestedCalls, NestedCallSettings, network_url
+from pytriton_like.models.nested_calls import DEFAULT_NESTED_TIMEOUT_S, NestedCalls
+from pytriton_like.models.nested_settings import NestedCallSettings, network_url
 from pytriton_like.triton import TritonConfig
 
 CONFIG = TritonModelConfig(
