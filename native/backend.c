@@ -11,7 +11,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "settings.h"
@@ -100,23 +100,6 @@ struct instance_state {
   struct wire_buf rx;
   char text[MAX_TEXT + 1];
 };
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static TRITONSERVER_Error* error_new(TRITONSERVER_Error_Code code, const char* format, ...)
-    __attribute__((format(printf, 2, 3)));
-static TRITONSERVER_Error* error_new(TRITONSERVER_Error_Code code, const char* format, ...) {
-  char message[1024];
-  va_list arguments;
-  va_start(arguments, format);
-  vsnprintf(message, sizeof(message), format, arguments);
-  va_end(arguments);
-  return TRITONSERVER_ErrorNew(code, message);
-}
 
 /* A NUL-terminated copy of len bytes (cut at MAX_TEXT) in the instance's scratch text. */
 static const char* scratch(struct instance_state* inst, const char* text, size_t len) {
@@ -312,11 +295,6 @@ static int grow_slot(struct slot* slot, uint32_t count) {
   return 0;
 }
 
-#define TRY(call)                                 \
-  do {                                            \
-    TRITONSERVER_Error* error_ = (call);          \
-    if (error_ != NULL) return error_;            \
-  } while (0)
 #define RESERVE(buf, size)                                                                               \
   do {                                                                                                   \
     if (wire_buf_reserve((buf), (size)) != 0)                                                            \
