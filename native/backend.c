@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "instance.h"
 #include "log.h"
 #include "metrics.h"
 #include "settings.h"
@@ -29,77 +30,6 @@
 #define DECOUPLED_SLOTS 64u /* streaming batches in flight per instance */
 #define LIVENESS_MS 1000    /* how often a waiting relay checks that the user process lives */
 #define FINALIZE_WAIT_S 30  /* how long unloading waits for batches still in flight */
-#define MAX_TEXT 65536u     /* longest error text or name passed on to Triton */
-
-enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_SENT };
-
-struct input_ref {
-  TRITONBACKEND_Input* input;
-  const char* name;
-  TRITONSERVER_DataType dtype;
-  const int64_t* shape;
-  uint32_t ndim;
-  uint64_t byte_size;
-  uint32_t buffers;
-};
-
-/* One batch in flight, and what it reuses from batch to batch. */
-struct slot {
-  enum slot_state state;
-  uint32_t index;
-  uint64_t batch_id;
-  TRITONBACKEND_Request** requests; /* the requests sent to the worker (not the sequence batcher's null ones) */
-  TRITONBACKEND_ResponseFactory** factories; /* decoupled: one stream per request */
-  uint8_t* open;                             /* decoupled: the stream still waits for its final response */
-  uint32_t count;
-  uint32_t cap;
-  uint64_t exec_start_ns;
-  uint64_t compute_start_ns;
-  uint64_t batch_size;
-  int cancel_sent;
-  struct arena in;  /* ours: the large inputs */
-  struct arena out; /* the worker's: the large outputs */
-  struct wire_buf msg;
-  struct wire_buf data;
-  struct input_ref* inputs;
-  uint32_t inputs_cap;
-};
-
-struct model_state {
-  char name[256];
-  char version[32];
-  char dir[PATH_MAX];
-  struct settings settings;
-  struct model_metrics metrics;
-};
-
-struct instance_state {
-  struct model_state* model;
-  TRITONBACKEND_ModelInstance* instance;
-  char name[256];
-  char path[SETTINGS_MAX_PATH]; /* the worker's socket */
-  struct model_metrics* metrics; /* the model's, or the worker's own (worker_metrics) */
-  struct model_metrics worker_metrics;
-  int fd;
-  uint64_t threshold;
-  pthread_mutex_t lock;
-  pthread_cond_t changed;
-  pthread_mutex_t send_lock;
-  struct slot* slots;
-  uint32_t n_slots;
-  uint32_t busy;
-  int dead;
-  uint64_t lost_ns; /* when the worker was lost */
-  int stopping;
-  char why[512];
-  uint64_t next_id;
-  pthread_t reader;
-  int has_reader;
-  uint64_t spin_ns;
-  uint64_t typical_wait_ns;
-  struct wire_buf rx;
-  char text[MAX_TEXT + 1];
-};
 
 /* A NUL-terminated copy of len bytes (cut at MAX_TEXT) in the instance's scratch text. */
 static const char* scratch(struct instance_state* inst, const char* text, size_t len) {

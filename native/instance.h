@@ -1,0 +1,58 @@
+/* A model instance of the relay's backend: its state, and its connection to its relay server (on a
+ * thread of the user's process, or a worker process of its own: transport.h), lost when the relay
+ * server goes and made again to a worker process that was started again. */
+#ifndef PYTRITON_LIKE_INSTANCE_H
+#define PYTRITON_LIKE_INSTANCE_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrics.h"
+#include "settings.h"
+#include "slots.h"
+#include "triton_api.h"
+#include "wire.h"
+
+#define MAX_TEXT 65536u /* longest error text or name passed on to Triton */
+
+/* One model version (TRITONBACKEND_ModelSetState). */
+struct model_state {
+  char name[256];
+  char version[32];
+  char dir[PATH_MAX];
+  struct settings settings;
+  struct model_metrics metrics;
+};
+
+/* One model instance (TRITONBACKEND_ModelInstanceSetState). */
+struct instance_state {
+  struct model_state* model;
+  TRITONBACKEND_ModelInstance* instance;
+  char name[256];
+  char path[SETTINGS_MAX_PATH]; /* the relay server's socket */
+  struct model_metrics* metrics; /* the model's, or the worker process's own (worker_metrics) */
+  struct model_metrics worker_metrics;
+  int fd;
+  uint64_t threshold;
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  pthread_mutex_t send_lock;
+  struct slot* slots;
+  uint32_t n_slots;
+  uint32_t busy;
+  int dead;
+  uint64_t lost_ns; /* when the relay server was lost */
+  int stopping;
+  char why[512];
+  uint64_t next_id;
+  pthread_t reader;
+  int has_reader;
+  uint64_t spin_ns;
+  uint64_t typical_wait_ns;
+  struct wire_buf rx;
+  char text[MAX_TEXT + 1];
+};
+
+#endif
