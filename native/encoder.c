@@ -80,8 +80,7 @@ static TRITONSERVER_Error* copy_input(const struct input_ref* ref, uint8_t* to) 
   return NULL;
 }
 
-TRITONSERVER_Error* encode_batch(struct instance_state* inst, struct slot* slot, char* message,
-                                       size_t message_len) {
+TRITONSERVER_Error* encode_batch(struct instance_state* inst, struct slot* slot, char* message, size_t message_len) {
   struct settings* settings = &inst->model->settings;
   struct wire_buf* msg = &slot->msg;
   struct wire_buf* data = &slot->data;

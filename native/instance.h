@@ -55,4 +55,10 @@ struct instance_state {
   char text[MAX_TEXT + 1];
 };
 
+/* A NUL-terminated copy of len bytes (cut at MAX_TEXT) in the instance's scratch text. */
+const char* scratch(struct instance_state* inst, const char* text, size_t len);
+
+/* Asks the relay server to stop the slot's batch (a stream nobody listens to any more). */
+void send_cancel(struct instance_state* inst, struct slot* slot);
+
 #endif

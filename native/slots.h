@@ -48,4 +48,10 @@ struct slot {
   uint32_t inputs_cap;
 };
 
+void release_slot(struct instance_state* inst, struct slot* slot);
+/* Fails every request (or open stream) of the slot with message, then frees it; relay: the failure
+ * is the relay's (its metric), not the callable's. */
+void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code, const char* message,
+               int relay);
+
 #endif
