@@ -23,6 +23,7 @@
 #include "instance.h"
 #include "log.h"
 #include "responses.h"
+#include "slots.h"
 #include "metrics.h"
 #include "settings.h"
 #include "transport.h"
@@ -41,81 +42,6 @@ const char* scratch(struct instance_state* inst, const char* text, size_t len) {
   return inst->text;
 }
 
-/* -- slots ----------------------------------------------------------------------------------- */
-
-void release_slot(struct instance_state* inst, struct slot* slot) {
-  /* the batch is done with both arenas: what a large one used beyond ARENA_KEEP goes back */
-  arena_trim(&slot->in);
-  arena_trim(&slot->out);
-  pthread_mutex_lock(&inst->lock);
-  slot->state = SLOT_FREE;
-  slot->count = 0;
-  inst->busy--;
-  pthread_cond_broadcast(&inst->changed);
-  pthread_mutex_unlock(&inst->lock);
-}
-
-/* A free slot, marked FILLING; NULL when the worker is gone (inst->why says why). */
-static struct slot* acquire_slot(struct instance_state* inst) {
-  struct slot* slot = NULL;
-  pthread_mutex_lock(&inst->lock);
-  while (!inst->dead && inst->busy == inst->n_slots) pthread_cond_wait(&inst->changed, &inst->lock);
-  if (!inst->dead) {
-    for (uint32_t i = 0; i < inst->n_slots; i++) {
-      if (inst->slots[i].state == SLOT_FREE) {
-        slot = &inst->slots[i];
-        break;
-      }
-    }
-    slot->state = SLOT_FILLING;
-    slot->batch_id = ++inst->next_id;
-    slot->count = 0;
-    slot->cancel_sent = 0;
-    inst->busy++;
-  }
-  pthread_mutex_unlock(&inst->lock);
-  return slot;
-}
-
-/* Fails every request (or open stream) of the slot with message, then frees it. */
-void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code, const char* message,
-               int relay) {
-  struct model_state* model = inst->model;
-  uint64_t failed = 0;
-  if (model->settings.decoupled) {
-    for (uint32_t i = 0; i < slot->count; i++) {
-      if (slot->factories[i] == NULL) continue;
-      if (slot->open[i]) {
-        TRITONBACKEND_Response* response;
-        if (!relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__))
-          send_error_response(response, code, message);
-        failed++;
-      }
-      relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
-      slot->factories[i] = NULL;
-    }
-  } else {
-    uint64_t end = now_ns();
-    for (uint32_t i = 0; i < slot->count; i++) {
-      respond_error(slot->requests[i], code, message);
-      finish_request(inst, slot->requests[i], 0, slot->exec_start_ns, slot->compute_start_ns ? slot->compute_start_ns : end,
-                     end);
-    }
-    failed = slot->count;
-  }
-  metrics_add(inst->metrics, relay ? METRIC_RELAY_FAILURES : METRIC_CALLABLE_FAILURES, (double)failed);
-  release_slot(inst, slot);
-}
-
-/* The relay failed the slot's batch. UNAVAILABLE (HTTP 503) when the worker is gone: worth a retry
- * on another server; INTERNAL for the rest. */
-static void relay_failure(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code,
-                          const char* problem) {
-  char message[1024];
-  snprintf(message, sizeof(message), "pytriton_like relay failed for model '%s': %s", inst->model->name, problem);
-  fail_slot(inst, slot, code, message, 1);
-}
-
 /* The worker is gone: every batch sent to it fails now, and so will every later one. */
 static void lose_worker(struct instance_state* inst, const char* why) {
   pthread_mutex_lock(&inst->lock);
@@ -130,32 +56,7 @@ static void lose_worker(struct instance_state* inst, const char* why) {
   }
   pthread_cond_broadcast(&inst->changed);
   pthread_mutex_unlock(&inst->lock);
-  for (uint32_t i = 0; i < inst->n_slots; i++) {
-    pthread_mutex_lock(&inst->lock);
-    int sent = inst->slots[i].state == SLOT_SENT;
-    if (sent) inst->slots[i].state = SLOT_FILLING; /* ours to fail now */
-    pthread_mutex_unlock(&inst->lock);
-    if (sent) relay_failure(inst, &inst->slots[i], TRITONSERVER_ERROR_UNAVAILABLE, inst->why);
-  }
-}
-
-/* -- encoding a batch -------------------------------------------------------------------------- */
-
-static int grow_slot(struct slot* slot, uint32_t count) {
-  if (count <= slot->cap) return 0;
-  uint32_t cap = slot->cap ? slot->cap : 16;
-  while (cap < count) cap *= 2;
-  TRITONBACKEND_Request** requests = realloc(slot->requests, cap * sizeof(*requests));
-  if (requests == NULL) return -1;
-  slot->requests = requests;
-  TRITONBACKEND_ResponseFactory** factories = realloc(slot->factories, cap * sizeof(*factories));
-  if (factories == NULL) return -1;
-  slot->factories = factories;
-  uint8_t* open = realloc(slot->open, cap);
-  if (open == NULL) return -1;
-  slot->open = open;
-  slot->cap = cap;
-  return 0;
+  fail_in_flight(inst, TRITONSERVER_ERROR_UNAVAILABLE, inst->why);
 }
 
 /* -- receiving answers ------------------------------------------------------------------------- */
@@ -169,17 +70,6 @@ void send_cancel(struct instance_state* inst, struct slot* slot) {
   if (transport_send(inst->fd, &iov, 1, -1) != 0) relay_log(TRITONSERVER_LOG_WARN, __LINE__, "cannot cancel a batch");
   pthread_mutex_unlock(&inst->send_lock);
   slot->cancel_sent = 1;
-}
-
-/* Fails every batch in flight with message (an answer that says not which batch it is for). */
-static void fail_in_flight(struct instance_state* inst, const char* message) {
-  for (uint32_t i = 0; i < inst->n_slots; i++) {
-    pthread_mutex_lock(&inst->lock);
-    int sent = inst->slots[i].state == SLOT_SENT;
-    if (sent) inst->slots[i].state = SLOT_FILLING; /* ours to fail now */
-    pthread_mutex_unlock(&inst->lock);
-    if (sent) relay_failure(inst, &inst->slots[i], TRITONSERVER_ERROR_INTERNAL, message);
-  }
 }
 
 /* Handles one message from the worker (in inst->rx); fd is a descriptor that came with it or -1. */
@@ -204,7 +94,7 @@ static void dispatch(struct instance_state* inst, int fd) {
     relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model %s: %s", inst->model->name, message);
     if (fd >= 0) close(fd);
     /* which batch it was meant for is unknown: none of those in flight can trust its answer */
-    fail_in_flight(inst, message);
+    fail_in_flight(inst, TRITONSERVER_ERROR_INTERNAL, message);
     return;
   }
   if ((header.flags & WIRE_NEW_ARENA) && fd < 0) problem = "a new arena was announced but none came";

@@ -48,10 +48,23 @@ struct slot {
   uint32_t inputs_cap;
 };
 
+/* A free slot, marked FILLING (waiting while all are busy); NULL when the relay server is gone
+ * (inst->why says why). */
+struct slot* acquire_slot(struct instance_state* inst);
+/* Makes room in the slot for a batch of count requests; 0, or -1 out of memory. */
+int grow_slot(struct slot* slot, uint32_t count);
+/* Gives the slot back to the pool (what its arenas used beyond ARENA_KEEP goes back too). */
 void release_slot(struct instance_state* inst, struct slot* slot);
 /* Fails every request (or open stream) of the slot with message, then frees it; relay: the failure
- * is the relay's (its metric), not the callable's. */
+ * counts as the relay's (its metric), else as the callable's. */
 void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code, const char* message,
                int relay);
+/* The relay failed the slot's batch: fails it with "pytriton_like relay failed for model ...: problem".
+ * UNAVAILABLE (HTTP 503) when the relay server is gone: worth a retry on another server; INTERNAL for
+ * the rest. */
+void relay_failure(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code, const char* problem);
+/* Fails every batch sent and not yet answered (the relay server is gone, or an answer says not
+ * which batch it is for). */
+void fail_in_flight(struct instance_state* inst, TRITONSERVER_Error_Code code, const char* message);
 
 #endif
