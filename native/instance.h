@@ -58,6 +58,9 @@ struct instance_state {
 /* A NUL-terminated copy of len bytes (cut at MAX_TEXT) in the instance's scratch text. */
 const char* scratch(struct instance_state* inst, const char* text, size_t len);
 
+/* The relay server is gone: every batch sent to it fails now, and so will every later one. */
+void lose_relay_server(struct instance_state* inst, const char* why);
+
 /* Asks the relay server to stop the slot's batch (a stream nobody listens to any more). */
 void send_cancel(struct instance_state* inst, struct slot* slot);
 
