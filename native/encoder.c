@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "instance.h"
 #include "log.h"
+#include "settings.h"
+#include "slots.h"
 #include "transport.h"
 #include "wire.h"
 

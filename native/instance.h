@@ -55,13 +55,30 @@ struct instance_state {
   char text[MAX_TEXT + 1];
 };
 
-/* A NUL-terminated copy of len bytes (cut at MAX_TEXT) in the instance's scratch text. */
-const char* scratch(struct instance_state* inst, const char* text, size_t len);
+/* Makes the instance's state from relay.conf, connects it to its relay server (waiting for a worker
+ * process being started again), greets it (HELLO, WELCOME: the model is ready only once its relay
+ * server answered), starts its reader when several batches may be in flight, and hands the state
+ * to Triton (TRITONBACKEND_ModelInstanceSetState); NULL, or the error that fails the load. */
+TRITONSERVER_Error* start_instance(TRITONBACKEND_ModelInstance* instance, struct model_state* model, const char* name);
+/* Waits for the batches in flight (FINALIZE_WAIT_S at most), ends the connection (the reader fails
+ * what is still in flight) and frees the state. */
+void stop_instance(struct instance_state* inst);
 
+/* A worker process that died is started again by the user process's supervisor, listening at the
+ * same path: connect to it and greet it. The first batch after the loss waits for it until
+ * restart_wait_ms after the loss (holding that batch, so that Triton hands the next ones to the
+ * instances whose worker processes live); later batches try once, and fail at once while it is not
+ * back. Called by Execute only, which Triton never runs twice at once for one instance. */
+void revive(struct instance_state* inst);
 /* The relay server is gone: every batch sent to it fails now, and so will every later one. */
 void lose_relay_server(struct instance_state* inst, const char* why);
 
-/* Asks the relay server to stop the slot's batch (a stream nobody listens to any more). */
+/* Sends the slot's encoded batch; on failure fails it. 0 when sent. */
+int send_batch(struct instance_state* inst, struct slot* slot);
+/* Asks the relay server to stop the slot's batch (a stream none of whose requests listens any more). */
 void send_cancel(struct instance_state* inst, struct slot* slot);
+
+/* A NUL-terminated copy of len bytes (cut at MAX_TEXT) in the instance's scratch text. */
+const char* scratch(struct instance_state* inst, const char* text, size_t len);
 
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "instance.h"
 #include "log.h"
 #include "responses.h"
 #include "slots.h"

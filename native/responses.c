@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "clock.h"
+#include "instance.h"
 #include "log.h"
 #include "metrics.h"
+#include "slots.h"
 #include "transport.h"
 #include "wire.h"
 

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "responses.h"
+#include "transport.h"
 
 struct slot* acquire_slot(struct instance_state* inst) {
   struct slot* slot = NULL;
