@@ -135,7 +135,7 @@ sanitize: $(STAMP)
 		--deselect tests/functional/test_openai.py::test_curl_sees_server_sent_events_ending_with_done; \
 		status=$$?; $(MAKE) -B -C native $(NATIVE_OUTPUTS) && exit $$status
 
-# libFuzzer on the backend's decoder of the worker's answers, FUZZ_SECONDS long (default 120).
+# libFuzzer on the backend's decoder of the relay server's answers, FUZZ_SECONDS long (default 120).
 FUZZ_CORPUS ?= /tmp/pytriton_like-fuzz-corpus
 fuzz: $(STAMP)
 	command -v clang >/dev/null || apt-get install -y clang || (apt-get update && apt-get install -y clang)

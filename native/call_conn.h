@@ -1,6 +1,6 @@
 /* What the two halves of nested calls share (calls.h): a caller's connection, read by the
- * listener's thread (call_listener.c), and the call in flight on it, run in Triton's core and
- * answered from Triton's threads (call_request.c). */
+ * listener's thread (call_listener.c), and the call in flight on it, run in Triton's core
+ * (call_request.c) and answered from Triton's threads (call_reply.c). */
 #ifndef PYTRITON_LIKE_CALL_CONN_H
 #define PYTRITON_LIKE_CALL_CONN_H
 
@@ -51,10 +51,16 @@ struct nested_call {
 
 /* call_request.c */
 /* Builds the CALL in call->msg into a request and hands it to Triton; on an error nothing of it is
- * left in Triton's hands (call->request NULL) and the caller answers it. */
+ * left in Triton's hands (call->request NULL) and the caller answers it (call_fail). */
 TRITONSERVER_Error* call_start(struct nested_call* call, TRITONSERVER_Server* server,
                                TRITONSERVER_ResponseAllocator* allocator);
+
+/* call_reply.c */
 TRITONSERVER_Error* call_allocator_new(TRITONSERVER_ResponseAllocator** allocator);
+/* Triton's response callback of a nested call's request. */
+void call_on_response(TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp);
+/* Sends call->reply (and its data), FINAL when final (conn->lock held). */
+void send_reply(struct nested_call* call, int final);
 /* Fails a call that never reached Triton: a FINAL REPLY, and the call freed. */
 void call_fail(struct nested_call* call, TRITONSERVER_Error_Code code, const char* message);
 
