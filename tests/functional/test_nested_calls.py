@@ -21,12 +21,13 @@ import pytest
 from pytriton_like.client import ModelClient
 from pytriton_like.client.exceptions import PyTritonClientError
 from pytriton_like.decorators import batch, triton_context
-from pytriton_like.model_config import EnsembleStep, ModelConfig, Tensor
+from pytriton_like.model_config import EnsembleStep, ModelConfig, SequenceBatcher, Tensor
 from pytriton_like.relay.calls import CallChannel, CallRefused
 from pytriton_like.relay.transport import UNIX_SCHEME
 from pytriton_like.triton import Triton, TritonSecurityConfig
 
 from .conftest import checked_for_leaks, free_config, url_of
+from .handwritten import needs_numpy1, write_model
 
 FLOATS = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 Y = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -65,6 +66,24 @@ def slow(requests):
     return [{"y": request["x"]} for request in requests]
 
 
+class RunningSum:
+    """A stateful model: per sequence, the sum of its inputs so far."""
+
+    def __init__(self):
+        self.sums = {}
+
+    def __call__(self, requests):
+        answers = []
+        for request in requests:
+            if request.sequence_start:
+                self.sums[request.sequence_id] = 0
+            self.sums[request.sequence_id] = total = self.sums[request.sequence_id] + request["x"]
+            if request.sequence_end:
+                del self.sums[request.sequence_id]
+            answers.append({"y": total})
+        return answers
+
+
 def _call_one(triton_context, request):
     """The nested call a request asks for: its target's first output."""
     parameters = request.parameters
@@ -76,6 +95,9 @@ def _call_one(triton_context, request):
         return np.stack([first(client.infer_sample(row, parameters=forwarded)) for row in x])
     if mode == "stream":
         return np.concatenate([first(response) for response in client.infer_batch(x, parameters=forwarded)], axis=1)
+    if mode == "sequence":  # three calls of one sequence: the last running sum
+        ends = [dict(sequence_start=step == 0, sequence_end=step == 2) for step in range(3)]
+        return [first(client.infer_batch(x, sequence_id=parameters["sid"], **end)) for end in ends][-1]
     if mode == "keep":  # the first call's outputs are kept while the second one runs
         kept = first(client.infer_batch(x, parameters=forwarded))
         second = first(client.infer_batch(x + 1, parameters=forwarded))
@@ -132,6 +154,8 @@ def bind_models(triton):
     triton.bind("Failing", failing, FLOATS, Y, config=batching)
     triton.bind("Counter", counter, FLOATS, Y, config=ModelConfig(max_batch_size=16, decoupled=True))
     triton.bind("Slow", slow, FLOATS, Y, config=ModelConfig(max_batch_size=1))
+    triton.bind("Sum", RunningSum(), FLOATS, Y,
+                config=ModelConfig(max_batch_size=4, sequence_batcher=SequenceBatcher(max_sequence_idle_microseconds=60_000_000)))
     triton.bind_ensemble(
         "Pipeline",
         [EnsembleStep("Inner", input_map={"x": "X"}, output_map={"y": "doubled"}),
@@ -186,6 +210,24 @@ def test_an_ensemble_is_called_as_one_model(server, caller):
     _, config = server
     y, error = ask(config, caller, X, target="Pipeline")
     assert error == "" and np.array_equal(y, X * 2 + 1)
+
+
+@pytest.mark.parametrize("caller", ["Call", "CallInWorkers"])
+def test_a_sequence_keeps_its_state_across_nested_calls(server, caller):
+    _, config = server
+    y, error = ask(config, caller, X[:1], target="Sum", mode="sequence", sid=f"nested-{caller}")
+    assert error == "" and np.array_equal(y, X[:1] * 3)
+
+
+@needs_numpy1
+def test_a_model_of_the_users_repository_is_called(tmp_path):
+    config = free_config(model_repository=tmp_path)
+    write_model(tmp_path, "Tripled", 3.0)
+    with checked_for_leaks(), Triton(config=config) as triton:
+        triton.bind("Call", call, FLOATS, CALL_OUTPUTS, config=ModelConfig(max_batch_size=16))
+        triton.run()
+        y, error = ask(config, "Call", X[:2, :1], target="Tripled")
+    assert error == "" and np.array_equal(y, X[:2, :1] * 3)
 
 
 def test_a_decoupled_model_streams_its_responses(server):
