@@ -48,6 +48,17 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
+# The framework examples (docs/examples.md) with PyTorch too: scikit-learn and ONNX Runtime come with
+# the test extra (`make venv`); this adds PyTorch's CPU build to .venv and runs the three examples'
+# tests. TORCH_SPEC names the CPU build (+cpu), so pip never takes a CUDA build of several GB instead:
+# where your index lacks it, TORCH_PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu".
+TORCH_SPEC ?= torch==2.13.0+cpu
+TORCH_PIP_ARGS ?=
+.PHONY: examples-frameworks
+examples-frameworks: $(STAMP)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(BIN)/python -m pytest -q tests/functional/test_examples.py -k "sklearn or onnxruntime or pytorch"
+
 # curl: the OpenAI endpoint's raw event stream is checked with `curl -N` (tests/functional/test_openai.py).
 NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get update && apt-get install -y curl)
 

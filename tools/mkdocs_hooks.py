@@ -6,12 +6,13 @@ a code host), and tested as such (``tests/functional/test_docs.py`` runs their c
 
 - **Code fences carry a role** for the test (```` ```python server ````, ```` ```bash manual ````):
   the role is dropped here, so the site highlights the block by its language as usual.
-- **Links that leave docs/** (``../examples/workers``, ``../bench/README.md``) name files of the
-  repository, not pages of the site. They become links to those files: on the code host when
-  ``repo_url`` is set (``PYTRITON_LIKE_REPO_URL``; ``<repo_url>/tree/main/examples/workers``), else
-  to the files of the checkout the site was built from, relative to the built page (useful for
-  the site ``make docs`` leaves in ``site/``). A link to a file that does not exist fails the
-  build.
+- **Links that leave docs/** (``../examples/workers``, ``../bench/README.md``, ``../CHANGELOG.md``)
+  name files of the repository, not pages of the site. They become links to those files on the
+  code host, ``<repository>/tree/main/examples/workers`` (``blob`` for a file, ``raw`` for an
+  image), so they work wherever the site is published. The repository's URL is said in one place,
+  pyproject.toml's ``[project.urls] Source`` (setup.py makes the README's links for an index page
+  from it too); it is also the site's ``repo_url``. A link to a file that does not exist fails
+  the build.
 - **The command-line reference** is ``pytriton_like --help`` and each command's ``--help``, read
   from the parser itself: a line ``<!-- pytriton_like-help: serve -->`` becomes that help text.
 """
@@ -20,10 +21,15 @@ import contextlib
 import io
 import os
 import pathlib
-import posixpath
 import re
+import sys
 
 from mkdocs.exceptions import PluginError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 # ```python server -> ```python (the roles of tests/functional/test_docs.py)
 FENCE_ROLE = re.compile(r"^(\s*```\w+)[ \t]+(?:server|client|fragment|manual)[ \t]*$", re.MULTILINE)
@@ -36,6 +42,19 @@ HELP = re.compile(r"^<!-- pytriton_like-help:(?P<command>[\w ]*)-->$", re.MULTIL
 
 def _repository_root(config) -> pathlib.Path:
     return pathlib.Path(config.config_file_path).resolve().parent
+
+
+def repository_url(root: pathlib.Path) -> str:
+    """The repository's URL: pyproject.toml's ``[project.urls] Source``."""
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return project["urls"]["Source"].rstrip("/")
+
+
+def on_config(config):
+    config.repo_url = repository_url(_repository_root(config))
+    config.repo_name = config.repo_name or config.repo_url.rsplit("/", 1)[-1]
+    config.edit_uri = ""  # no edit button
+    return config
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -65,19 +84,12 @@ def _mark_links_out_of_docs(markdown: str, page, config) -> str:
 
 
 def on_page_content(html, page, config, files):
-    root = _repository_root(config)
-    repo_url = (config.repo_url or "").rstrip("/")
+    repo_url = config.repo_url.rstrip("/")
 
     def resolve(match: re.Match) -> str:
         attribute, relative, anchor = match.group(1), match.group(2), match.group(3) or ""
-        if repo_url:
-            kind = "tree" if relative.endswith("/") else ("raw" if attribute == "src" else "blob")
-            url = f"{repo_url}/{kind}/main/{relative.rstrip('/')}"
-        else:
-            built_page = pathlib.Path(config.site_dir) / page.file.dest_uri
-            url = os.path.relpath(root / relative, built_page.parent).replace(os.sep, "/")
-            url = posixpath.normpath(url) + ("/" if relative.endswith("/") else "")
-        return f'{attribute}="{url}{anchor}"'
+        kind = "tree" if relative.endswith("/") else ("raw" if attribute == "src" else "blob")
+        return f'{attribute}="{repo_url}/{kind}/main/{relative.rstrip("/")}{anchor}"'
 
     return REPOSITORY_LINK.sub(resolve, html)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Serve a model with OpenTelemetry spans around each request, printed as they end.
 
-Needs ``opentelemetry-sdk`` (``pip install pytriton_like[tracing]`` for the OTLP exporter too).
+Needs ``opentelemetry-sdk`` (the package's ``[tracing]`` extra brings the OTLP exporter too).
 A real deployment exports to a collector: ``bind(trace_config=["mode=opentelemetry",
 "opentelemetry,url=http://collector:4318/v1/traces"])``; here a tracer of our own prints
 each span's name and parent, so the example needs nothing running. docs/tracing.md.

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     serve.add_argument("target", metavar="MODULE:CALLABLE", help="e.g. my_models:add_sub")
-    serve.add_argument("--model-name", help="the name clients call it by (default: the callable's name)")
+    serve.add_argument("--model-name", help="the name clients call it by (default: the function's name; an object's class name)")
     serve.add_argument(
         "--input",
         dest="inputs",

@@ -23,14 +23,13 @@ from ..proxy.types import Request
 from ..server.config import TritonConfig
 from ..relay_server.calling import BatchCall
 from ..relay_server.hints import is_decorated
+from ..models.worker_options import WorkerInfo
+from .errors import CliError
+from .probe import has_worker_setup, outputs_from_a_worker, probe_failure_hints
 
 __all__ = ["serve_target", "load_target", "parse_tensor", "inputs_from_signature", "outputs_from_a_call", "CliError"]
 
 _BYTES_NAMES = {"bytes": np.bytes_, "str": np.bytes_, "string": np.bytes_, "object": np.bytes_}
-
-
-class CliError(Exception):
-    """A command line that cannot be served; the message says what to change."""
 
 
 def serve_target(args: argparse.Namespace) -> int:
@@ -45,11 +44,11 @@ def serve_target(args: argparse.Namespace) -> int:
         inputs_from = "--input"
         if not inputs:
             inputs, inputs_from = inputs_from_signature(func), "its signature"
+        name = args.model_name or _name_of(func)
         outputs = [parse_tensor(text, "--output") for text in args.outputs]
         outputs_from = "--output"
         if not outputs:
-            outputs, outputs_from = outputs_from_a_call(func, inputs, batching), "one call with a sample of ones"
-        name = args.model_name or _name_of(func)
+            outputs, outputs_from = _probe_outputs(args.target, func, name, inputs, batching, args.workers)
         config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port)
         batches = f"max_batch_size {model_config.max_batch_size}" if batching else "no batching"
         processes = f", {args.workers} worker processes" if args.workers > 1 else ""
@@ -145,17 +144,19 @@ def inputs_from_signature(func: Callable) -> List[Tensor]:
     return inputs
 
 
-def outputs_from_a_call(func: Callable, inputs: Sequence[Tensor], batching: bool) -> List[Tensor]:
+def outputs_from_a_call(func: Callable, inputs: Sequence[Tensor], batching: bool, workers: int = 1) -> List[Tensor]:
     """The outputs of one call with one request of ones (one row, each dimension 1): names and
-    dtypes as returned, every dimension variable (-1)."""
+    dtypes as returned, every dimension variable (-1). ``workers``: how many worker processes
+    will serve it (a failed call's message says what to give instead)."""
     data = {spec.name: _ones(spec, batching) for spec in inputs}
     call = BatchCall(func)
     try:
         responses = call([Request(data=data)])
-    except Exception as exc:  # noqa: BLE001 - any failure means: say the outputs instead
+    except Exception as exc:  # noqa: BLE001 - any failure means: say what to give instead
+        hints = probe_failure_hints(func, _name_of(func), inputs, exc, workers)
         raise CliError(
             f"cannot tell the outputs: calling {_name_of(func)} with a sample of ones failed ({type(exc).__name__}:"
-            f" {exc}); give them with --output NAME:DTYPE:SHAPE"
+            f" {exc}); {'; or '.join(hints)}"
         ) from exc
     finally:
         call.close()
@@ -171,6 +172,19 @@ def outputs_from_a_call(func: Callable, inputs: Sequence[Tensor], batching: bool
         rank = array.ndim - 1 if batching else array.ndim
         outputs.append(Tensor(name=str(name), dtype=dtype, shape=(-1,) * max(rank, 1)))
     return outputs
+
+
+def _probe_outputs(
+    target: str, func: Callable, name: str, inputs: Sequence[Tensor], batching: bool, workers: int
+) -> Tuple[List[Tensor], str]:
+    """The outputs of one call with a sample of ones, and where they came from: in a process set up
+    as a worker (its ``setup_worker`` run first) when the callable has one and is served by
+    workers, else here."""
+    if workers > 1 and has_worker_setup(func):
+        worker = WorkerInfo(model_name=name, index=0, count=workers)
+        outputs = outputs_from_a_worker(target, inputs, batching, worker, load=load_target, call=outputs_from_a_call)
+        return outputs, "one call with a sample of ones, after setup_worker"
+    return outputs_from_a_call(func, inputs, batching, workers), "one call with a sample of ones"
 
 
 def _model_config(max_batch_size: int) -> ModelConfig:

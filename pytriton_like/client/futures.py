@@ -171,7 +171,8 @@ class FuturesModelClient(ModelIdentity):
 
         Raises:
             PyTritonClientClosedError: the client is closed.
-            PyTritonClientQueueFullError: ``non_blocking`` and the queue is full.
+            PyTritonClientQueueFullError: the queue is full and ``non_blocking``, or it had no room
+                within ``inference_timeout_s``.
         """
         return self._submit(
             self._client.infer_sample,
@@ -206,7 +207,8 @@ class FuturesModelClient(ModelIdentity):
 
         Raises:
             PyTritonClientClosedError: the client is closed.
-            PyTritonClientQueueFullError: ``non_blocking`` and the queue is full.
+            PyTritonClientQueueFullError: the queue is full and ``non_blocking``, or it had no room
+                within ``inference_timeout_s``.
         """
         return self._submit(
             self._client.infer_batch,

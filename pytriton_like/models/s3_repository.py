@@ -87,7 +87,7 @@ class S3ModelRepository:
             import boto3  # noqa: PLC0415 - an optional extra, needed only for S3 repositories
         except ImportError:
             raise PyTritonValidationError(
-                f"model repository {url}: S3 repositories need boto3: pip install 'pytriton_like[s3]'"
+                f"model repository {url}: S3 repositories need boto3: pip install boto3 (or pytriton_like's [s3] extra)"
             ) from None
         from botocore.config import Config  # noqa: PLC0415 - boto3's own dependency
 

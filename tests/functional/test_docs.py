@@ -11,6 +11,9 @@ highlighted as usual):
   which must end it with exit code 0. At most one per page.
 - ```` ```python client ```` — a complete program that calls the page's server block: run while it
   serves, with its ``localhost`` urls pointed at the server's ports (the one change made).
+- ```` ```bash client ```` — a command that calls the page's server block (curl): run with bash
+  while it serves, with ``localhost:8000`` pointed at the server's HTTP port; when a ```` ```json ````
+  block follows it, the command prints that JSON (compared as values, not as text).
 - ```` ```python fragment ```` / ```` ```bash fragment ```` — part of a program (names defined
   elsewhere, ``...`` for arguments): shown, not run.
 - ```` ```bash manual ```` — a complete command that needs what the test suite lacks or must not
@@ -23,6 +26,7 @@ docs/decorators.md is the exception: its blocks build on each other, and
 ``tests/unit/test_decorators.py::test_docs_examples_run`` runs them in order in one namespace.
 """
 
+import json
 import os
 import pathlib
 import re
@@ -37,7 +41,7 @@ from .processes import Serving
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 FENCE = re.compile(r"^```(\w+)[ \t]*(\w*)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-ROLES = {"python": {"", "server", "client", "fragment"}, "bash": {"fragment", "manual"}}
+ROLES = {"python": {"", "server", "client", "fragment"}, "bash": {"client", "fragment", "manual"}}
 RUN_ALONE_TIMEOUT_S = 120
 
 
@@ -57,6 +61,8 @@ def test_every_block_says_whether_it_runs():
         roles = [role for language, role, _ in blocks(page) if language == "python"]
         assert roles.count("server") <= 1, page.name
         assert "client" not in roles or "server" in roles, f"{page.name}: client blocks without a server block"
+        bash_clients = [role for language, role, _ in blocks(page) if language == "bash" and role == "client"]
+        assert not bash_clients or "server" in roles, f"{page.name}: bash client blocks without a server block"
     # what this test runs, so that a marker changed by mistake shows here
     assert [page.name for page in RUNNABLE] == [
         "cli.md",
@@ -101,6 +107,21 @@ def test_the_page_runs_as_written(page, tmp_path):
         )
         assert done.returncode == 0, f"{page.name}:\n{code}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
 
+    def run_bash(code: str, expected_json: str) -> None:
+        done = subprocess.run(
+            ["bash", "-c", code.replace("localhost:8000", f"localhost:{http}")],
+            env=env, capture_output=True, text=True, timeout=RUN_ALONE_TIMEOUT_S,
+        )
+        assert done.returncode == 0, f"{page.name}:\n{code}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        if expected_json:
+            assert json.loads(done.stdout) == json.loads(expected_json), f"{page.name}:\n{code}\n{done.stdout}"
+
+    all_blocks = blocks(page)
+    bash_clients = [
+        (code, following[2] if following is not None and following[0] == "json" else "")
+        for (language, role, code), following in zip(all_blocks, [*all_blocks[1:], None])
+        if language == "bash" and role == "client"
+    ]
     for role, code in code_blocks:
         if role == "":
             run(code)
@@ -114,4 +135,6 @@ def test_the_page_runs_as_written(page, tmp_path):
         for role, code in code_blocks:
             if role == "client":
                 run(_pointed_at(code, http, grpc, openai))
+        for code, expected_json in bash_clients:
+            run_bash(code, expected_json)
         assert server.stop(signal.SIGINT) == 0, server.output

@@ -1,15 +1,27 @@
-"""Every example in examples/ runs and prints the right answers."""
+"""Every example in examples/ runs and prints the right answers.
 
+The framework examples run where their framework is installed: scikit-learn and ONNX Runtime come
+with the test extra (``make venv``); PyTorch's CPU build with ``make examples-frameworks``.
+"""
+
+import importlib.util
 import pathlib
 import signal
 import subprocess
 import sys
+
+import pytest
 
 from .conftest import free_ports
 from .handwritten import needs_numpy1
 from .processes import Serving
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+
+
+def needs(module: str, how: str):
+    """Skip unless ``module`` can be imported; the reason says how to install it."""
+    return pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} is not installed: {how}")
 
 
 def run_example(*args, timeout_s=180) -> str:
@@ -210,3 +222,39 @@ def test_openai_chat_served_to_the_openai_client_with_an_api_key():
     assert "] async, 4 at once: [\"You asked about 'q0'; a tiny model can only repeat it.\"" in output
     assert refused.returncode != 0 and "AuthenticationError" in refused.stderr
 
+
+
+@needs("sklearn", 'the test extra installs scikit-learn (pip install -e ".[test]", make venv)')
+def test_sklearn_classifier_answers_as_the_forest_does_in_process():
+    output = run_example(EXAMPLES / "run.py", "sklearn_classifier")
+    assert output.count("] labels of the first 5 held-out rows: [") == 2
+    assert output.count("] accuracy on 100 held-out rows: 0.") == 2
+    assert output.count("] equal to predict_proba in this process: True") == 2
+    assert "server stopped (exit code 0)" in output
+
+
+@needs("sklearn", 'the test extra installs scikit-learn (pip install -e ".[test]", make venv)')
+def test_sklearn_classifier_served_by_the_command_line_names_the_input_it_needs():
+    command = [sys.executable, "-m", "pytriton_like", "serve", "model:classifier"]
+    completed = subprocess.run(
+        command, cwd=EXAMPLES / "sklearn_classifier", capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == 1
+    assert "X has 1 features, but RandomForestClassifier is expecting 20 features" in completed.stderr
+    assert "give the inputs with --input NAME:DTYPE:SHAPE, e.g. --input features:float32:SIZE" in completed.stderr
+
+
+@needs("onnxruntime", 'the test extra installs onnx and onnxruntime (pip install -e ".[test]", make venv)')
+def test_onnxruntime_mlp_in_two_workers_answers_as_a_local_session():
+    output = run_example(EXAMPLES / "run.py", "onnxruntime_mlp")
+    assert output.count("] classes of 8 rows: [") == 2
+    assert output.count("] 64 rows from 8 threads, match a local InferenceSession's: True") == 2
+    assert "server stopped (exit code 0)" in output
+
+
+@needs("torch", "make examples-frameworks installs PyTorch's CPU build")
+def test_pytorch_cpu_answers_as_the_network_does_in_process():
+    output = run_example(EXAMPLES / "run.py", "pytorch_cpu")
+    assert output.count("] labels of 4 rows: [") == 2
+    assert output.count("] 32 rows from 8 threads match the network run here: True") == 2
+    assert "server stopped (exit code 0)" in output

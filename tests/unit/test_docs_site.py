@@ -13,8 +13,11 @@ import html.parser
 import importlib
 import os
 import pathlib
+import posixpath
+import re
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 
@@ -71,8 +74,7 @@ def site(tmp_path_factory) -> pathlib.Path:
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
         cwd=ROOT,
-        # links out of docs/ go to the checkout unless PYTRITON_LIKE_REPO_URL names the repository
-        env={**{k: v for k, v in os.environ.items() if k != "PYTRITON_LIKE_REPO_URL"}, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
         capture_output=True,
         text=True,
         timeout=240,
@@ -115,7 +117,20 @@ def test_the_command_reference_is_the_parsers_help(site):
 
 
 def test_links_out_of_docs_name_repository_files(site):
-    # docs/workers.md links ../examples/workers: in the site, a link to that folder of the checkout
-    text = (site / "workers" / "index.html").read_text(encoding="utf-8")
-    target = os.path.relpath(ROOT / "examples" / "workers", site / "workers")
-    assert f'href="{target}/"' in text
+    # docs/workers.md links ../examples/workers, docs/index.md ../CHANGELOG.md: in the site, links to
+    # the repository's files (pyproject.toml's Source URL), which work wherever the site is published
+    source = metadata.metadata("pytriton_like").get_all("Project-URL")
+    repository = next(url.split(", ", 1)[1] for url in source if url.startswith("Source, ")).rstrip("/")
+    assert f'href="{repository}/tree/main/examples/workers"' in (site / "workers" / "index.html").read_text("utf-8")
+    assert f'href="{repository}/blob/main/CHANGELOG.md"' in (site / "index.html").read_text("utf-8")
+
+
+def test_no_link_of_the_site_leaves_it_but_for_the_web(site):
+    # a relative link out of the site's folder works only beside a checkout (the links above, made wrong)
+    leaving = []
+    for page in site.rglob("*.html"):
+        folder = page.relative_to(site).parent.as_posix()
+        for target in re.findall(r'(?:href|src)="([^"#:?]+)', page.read_text(encoding="utf-8")):
+            if posixpath.normpath(posixpath.join(folder, target)).split("/")[0] == "..":
+                leaving.append(f"{page.relative_to(site)}: {target}")
+    assert not leaving, "\n".join(sorted(set(leaving))[:20])

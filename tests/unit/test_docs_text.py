@@ -12,7 +12,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
 
 # 7 to 40 hex digits with at least one letter and one digit, alone as a word: a commit's name.
 COMMIT = re.compile(r"(?<![\w./-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w-])")
@@ -49,6 +49,29 @@ def test_links_reach_files_that_exist(page):
             if not (page.parent / target).exists():
                 missing.append(f"{page.name}:{number}: {target}")
     assert not missing, "\n".join(missing)
+
+
+# The configuration classes a page's code may make: each such page imports it in one of its blocks.
+CONFIGURATION_CLASSES = [
+    "TritonConfig", "TritonSecurityConfig", "WorkerOptions", "ModelConfig", "DynamicBatcher", "QueuePolicy",
+    "TimeoutAction", "SequenceBatcher", "Tensor", "ModelWarmup", "WarmupInput", "EnsembleStep", "DeviceKind",
+]
+PYTHON_BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+IMPORTED = re.compile(r"^\s*from [\w.]+ import (\([^)]*\)|[^\n]*)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_configuration_class_a_page_makes_is_imported_there(page):
+    code = "\n".join(PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")))
+    imported = {name for names in IMPORTED.findall(code) for name in re.findall(r"\w+", names)}
+    made = {name for name in CONFIGURATION_CLASSES if re.search(rf"\b{name}\(", code)}
+    assert made <= imported, f"{page.name}: made but never imported: {sorted(made - imported)}"
+
+
+def test_the_examples_page_lists_every_example_folder():
+    folders = {path.name for path in (ROOT / "examples").iterdir() if (path / "client.py").exists()}
+    listed = set(re.findall(r"\]\(\.\./examples/(\w+)\)", (ROOT / "docs" / "examples.md").read_text(encoding="utf-8")))
+    assert listed == folders, f"not in docs/examples.md: {sorted(folders - listed)}; gone: {sorted(listed - folders)}"
 
 
 def test_the_patterns_catch_what_they_are_for():
