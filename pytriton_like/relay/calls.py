@@ -35,7 +35,7 @@ __all__ = ["CallFailed", "CallRefused", "CallChannel", "CallChannels", "OUTPUT_T
 # Outputs (and inputs) of this many bytes and more travel through the arenas; smaller ones in the messages.
 OUTPUT_THRESHOLD_BYTES = 64 << 10
 _HANDSHAKE_TIMEOUT_S = 10.0
-_MAX_IDLE = 64  # connections a pool keeps between calls
+_MAX_IDLE = 16  # connections a pool keeps between calls (each may hold its arenas)
 
 
 class CallFailed(Exception):
