@@ -24,7 +24,7 @@ struct call_conn {
   uint64_t threshold; /* outputs of this many bytes and more go into the arena (0: none do) */
   uint64_t shm_limit; /* the largest arena (0: no limit) */
   struct arena in;  /* the caller's: large inputs, read by Triton in place */
-  struct arena out; /* ours: large outputs, written by Triton's backends in place */
+  struct arena outs[WIRE_CALL_ARENAS]; /* ours: large outputs, written by Triton's backends in place */
   struct wire_buf rx;    /* the message being read */
   struct wire_buf spare; /* a message buffer for the next call (the last call's, given back) */
   struct nested_call* call; /* in flight, or NULL */
@@ -44,7 +44,9 @@ struct nested_call {
   struct wire_buf text;                   /* NUL-terminated copies handed to Triton */
   int final_waits;  /* the last response came before the request was given back: reply holds it */
   int reply_fd;     /* the new output arena's descriptor for the reply, or -1 */
-  size_t arena_used; /* bytes of conn->out this call's outputs use */
+  struct arena* out; /* the output arena of this call (one the caller does not hold), or NULL: inline */
+  uint32_t out_index; /* its index in conn->outs */
+  size_t arena_used; /* bytes of the output arena this call's outputs use */
   size_t overflow;   /* bytes of large outputs that did not fit the arena: placed in it at the reply */
   size_t in_touched; /* bytes of conn->in this call's inputs use */
 };

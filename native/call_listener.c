@@ -68,7 +68,7 @@ static void send_plain(struct call_conn* conn, uint8_t kind, uint8_t flags, uint
 static void conn_free(struct call_conn* conn) {
   close(conn->fd);
   arena_free(&conn->in);
-  arena_free(&conn->out);
+  for (uint32_t i = 0; i < WIRE_CALL_ARENAS; i++) arena_free(&conn->outs[i]);
   wire_buf_free(&conn->rx);
   wire_buf_free(&conn->spare);
   pthread_mutex_destroy(&conn->lock);
@@ -199,16 +199,21 @@ static int start_call(struct call_conn* conn, const struct wire_header* header, 
   const char* problem = NULL;
   if ((header->flags & WIRE_NEW_ARENA) && fd < 0) return -1;
   if (fd >= 0 && arena_adopt(&conn->in, fd, &problem) != 0) return -1;
-  if (header->flags & WIRE_FRESH_ARENA)
-    arena_free(&conn->out); /* the caller still reads the last outputs: they stay where they are */
-  else
-    arena_trim(&conn->out);
   struct nested_call* call = calloc(1, sizeof(*call));
   if (call == NULL) return -1;
   call->conn = conn;
   call->id = header->batch_id;
   call->stream = (header->flags & WIRE_STREAM) != 0;
   call->reply_fd = -1;
+  /* the outputs go to an output arena the caller does not hold, made already if one is */
+  for (uint32_t i = 0; i < WIRE_CALL_ARENAS; i++) {
+    if (header->slot & (1u << i)) continue;
+    if (call->out == NULL || (call->out->map == NULL && conn->outs[i].map != NULL)) {
+      call->out = &conn->outs[i];
+      call->out_index = i;
+    }
+  }
+  if (call->out != NULL) arena_trim(call->out); /* what its last large outputs used beyond ARENA_KEEP goes back */
   call->msg = conn->rx; /* the call keeps its message: Triton reads the inline inputs there */
   conn->rx = conn->spare;
   conn->spare.data = NULL;
@@ -266,7 +271,7 @@ static void accept_caller(void) {
   conn->fd = fd;
   conn->refs = 1;
   conn->in = empty;
-  conn->out = empty;
+  for (uint32_t i = 0; i < WIRE_CALL_ARENAS; i++) conn->outs[i] = empty;
   pthread_mutex_init(&conn->lock, NULL);
   struct epoll_event event = {.events = EPOLLIN, .data = {.ptr = conn}};
   pthread_mutex_lock(&calls.lock);

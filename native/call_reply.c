@@ -35,7 +35,7 @@ static TRITONSERVER_Error* grow_arena(struct nested_call* call, TRITONSERVER_Inf
   char message[256];
   if (arena_reserve(&grown, needed, conn->shm_limit, message, sizeof(message)) != 0)
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, message);
-  if (call->arena_used) memcpy(grown.map, conn->out.map, call->arena_used);
+  if (call->arena_used) memcpy(grown.map, call->out->map, call->arena_used);
   size_t offset = wire_align(call->arena_used, WIRE_ALIGN);
   for (uint32_t i = 0; i < count; i++) {
     const char* name;
@@ -53,10 +53,10 @@ static TRITONSERVER_Error* grow_arena(struct nested_call* call, TRITONSERVER_Inf
     memcpy(grown.map + offset, base, size);
     offset += wire_align(size, WIRE_ALIGN);
   }
-  arena_free(&conn->out);
-  conn->out = grown;
+  arena_free(call->out);
+  *call->out = grown;
   call->reply_fd = grown.pending_fd;
-  conn->out.pending_fd = -1;
+  call->out->pending_fd = -1;
   return NULL;
 }
 
@@ -95,7 +95,7 @@ static TRITONSERVER_Error* encode_outputs(struct nested_call* call, TRITONSERVER
     uint64_t offset;
     if (userp == &IN_ARENA) {
       where = WIRE_ARENA;
-      offset = (uint64_t)((const uint8_t*)base - conn->out.map);
+      offset = (uint64_t)((const uint8_t*)base - call->out->map);
     } else if (call->overflow && size && conn->threshold && size >= conn->threshold) {
       where = WIRE_ARENA; /* moved by grow_arena, in the same order */
       offset = overflow_at;
@@ -110,14 +110,14 @@ static TRITONSERVER_Error* encode_outputs(struct nested_call* call, TRITONSERVER
     wire_put_tensor(msg, (uint8_t)dtype, shape, (uint8_t)ndim, name, (uint16_t)name_len, where, offset, size);
   }
   if (call->overflow) call->arena_used = overflow_at;
-  if (call->arena_used > conn->out.touched) conn->out.touched = call->arena_used;
+  if (call->out != NULL && call->arena_used > call->out->touched) call->out->touched = call->arena_used;
   if (wire_buf_reserve(msg, WIRE_ALIGN) != 0) return out_of_memory();
   wire_pad(msg, WIRE_ALIGN);
   return NULL;
 }
 
 static void put_header(struct nested_call* call, uint8_t flags, uint32_t count, uint64_t value, uint32_t text_len) {
-  struct wire_header header = {WIRE_VERSION, WIRE_REPLY, flags, count, call->id, value, 0, text_len,
+  struct wire_header header = {WIRE_VERSION, WIRE_REPLY, flags, count, call->id, value, call->out_index, text_len,
                                (uint32_t)call->reply.len, 0};
   wire_put_header(call->reply.data, &header);
 }
@@ -127,7 +127,7 @@ void send_reply(struct nested_call* call, int final) {
   if (final) call->reply.data[3] |= WIRE_FINAL;
   struct iovec iov[2] = {{call->reply.data, call->reply.len}, {call->data.data, call->data.len}};
   conn_send_locked(call->conn, iov, call->data.len ? 2 : 1, call->reply_fd);
-  if (call->reply_fd >= 0) call->reply_fd = -1; /* the arena keeps its own (conn->out.fd) */
+  if (call->reply_fd >= 0) call->reply_fd = -1; /* the arena keeps its own descriptor */
 }
 
 /* A REPLY failing the call with code and message, in call->reply. */
@@ -205,20 +205,20 @@ static TRITONSERVER_Error* allocate(TRITONSERVER_ResponseAllocator* allocator, c
   *buffer_userp = NULL;
   *buffer = NULL;
   if (byte_size == 0) return NULL;
-  if (!call->stream && conn->threshold && byte_size >= conn->threshold) {
+  if (!call->stream && call->out != NULL && conn->threshold && byte_size >= conn->threshold) {
     size_t offset = wire_align(call->arena_used, WIRE_ALIGN);
     char message[256];
     /* the first large output may replace the arena (nothing of this call is in it yet); a later one
      * that does not fit waits in memory of its own until the reply (grow_arena) */
-    if (offset == 0 || offset + byte_size <= conn->out.size) {
-      if (arena_reserve(&conn->out, offset + byte_size, conn->shm_limit, message, sizeof(message)) != 0)
+    if (offset == 0 || offset + byte_size <= call->out->size) {
+      if (arena_reserve(call->out, offset + byte_size, conn->shm_limit, message, sizeof(message)) != 0)
         return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, message);
-      if (conn->out.pending_fd >= 0) { /* replaced: the caller gets it with the reply */
-        call->reply_fd = conn->out.pending_fd;
-        conn->out.pending_fd = -1;
+      if (call->out->pending_fd >= 0) { /* replaced: the caller gets it with the reply */
+        call->reply_fd = call->out->pending_fd;
+        call->out->pending_fd = -1;
       }
       call->arena_used = offset + byte_size;
-      *buffer = conn->out.map + offset;
+      *buffer = call->out->map + offset;
       *buffer_userp = &IN_ARENA;
       return NULL;
     }

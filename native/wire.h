@@ -27,9 +27,11 @@ enum wire_kind {
 };
 enum wire_flag {
   WIRE_FINAL = 1, WIRE_FAILED = 2, WIRE_NEW_ARENA = 4,
-  WIRE_FRESH_ARENA = 8, /* CALL: the caller still holds the last call's outputs: put this call's in a new arena */
-  WIRE_STREAM = 16      /* CALL: a decoupled model's call, its responses streamed (their tensors inline) */
+  WIRE_STREAM = 16 /* CALL: a decoupled model's call, its responses streamed (their tensors inline) */
 };
+/* A nested call's connection has up to this many output arenas: a CALL's slot field is the mask of
+ * those whose outputs the caller still holds, a REPLY's the one its outputs are in. */
+#define WIRE_CALL_ARENAS 32u
 enum wire_where { WIRE_INLINE = 0, WIRE_ARENA = 1 };
 enum wire_id_kind { WIRE_ID_NONE = 0, WIRE_ID_UINT = 1, WIRE_ID_STRING = 2 };
 enum wire_param_type { WIRE_PARAM_STRING = 0, WIRE_PARAM_INT = 1, WIRE_PARAM_BOOL = 2, WIRE_PARAM_DOUBLE = 3 };

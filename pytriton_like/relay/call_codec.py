@@ -9,12 +9,13 @@ guards the socket) and gets a WELCOME (FAILED with a text when refused). Then, o
   the model's config as JSON text when it is ready, ``value`` 0 when it is not (the text may say
   why); FAILED (``value`` Triton's error code) when the question itself fails.
 - CALL (text ``<model>\\0<version>\\0<request id>``, ``batch_id`` the call's id, one request record
-  as a BATCH's, tensors inline or in the caller's arena) gets REPLYs: each with one response
-  record and its outputs (inline, or in the backend's arena: its descriptor comes with the REPLY
-  that replaces it), or FAILED with Triton's error code (``value``) and message; the FINAL one
-  says the call is done (Triton gave its request back), and the caller may send the next. A CALL
-  with STREAM (a decoupled model) gets its outputs inline, and any number of REPLYs; one with
-  FRESH_ARENA asks for its outputs in a new arena (the caller still holds the last ones).
+  as a BATCH's, tensors inline or in the caller's arena; ``slot`` the mask of the backend's output
+  arenas whose outputs the caller still holds) gets REPLYs: each with one response record and its
+  outputs (inline, or in output arena ``slot``, one the caller did not hold: its descriptor comes
+  with the REPLY that makes or replaces it), or FAILED with Triton's error code (``value``) and
+  message; the FINAL one says the call is done (Triton gave its request back), and the caller may
+  send the next. A CALL with STREAM (a decoupled model) gets its outputs inline, and any number
+  of REPLYs.
 
 Closing the connection cancels its call in Triton's core.
 """
@@ -34,6 +35,7 @@ __all__ = [
     "encode_model",
     "encode_call",
     "decode_reply",
+    "reply_arena",
     "decode_call",
     "encode_reply",
 ]
@@ -41,7 +43,6 @@ __all__ = [
 _FINAL = int(Flags.FINAL)
 _FAILED = int(Flags.FAILED)
 _NEW_ARENA = int(Flags.NEW_ARENA)
-_FRESH_ARENA = int(Flags.FRESH_ARENA)
 _STREAM = int(Flags.STREAM)
 
 
@@ -49,16 +50,17 @@ class Reply:
     """A decoded REPLY: a response's outputs, or an error (Triton's code and message), or a MODEL
     answer (``ready``, the config in ``text``); ``final`` when the call (or question) is done."""
 
-    __slots__ = ("reply_id", "final", "code", "text", "outputs", "ready")
+    __slots__ = ("reply_id", "final", "code", "text", "outputs", "ready", "arena")
 
     def __init__(self, reply_id: int, final: bool, code: Optional[int], text: str,
-                 outputs: Optional[Dict[str, np.ndarray]], ready: bool = False):
+                 outputs: Optional[Dict[str, np.ndarray]], ready: bool = False, arena: int = 0):
         self.reply_id = reply_id
         self.final = final
         self.code = code  # Triton's error code (TRITONSERVER_Error_Code) when it failed; else None
         self.text = text  # the error message, or a MODEL answer's config
         self.outputs = outputs  # a response's outputs; None for a reply without a response
         self.ready = ready  # a MODEL answer: the model is ready
+        self.arena = arena  # the output arena its outputs are in, if any is
 
     @property
     def failed(self) -> bool:
@@ -76,22 +78,27 @@ def encode_model(question_id: int, model: str, version: Optional[str]) -> bytes:
 
 
 def encode_call(call_id: int, model: str, version: Optional[str], request_id: str, request: Request, *,
-                arena=None, threshold: int = 1 << 62, stream: bool = False,
-                fresh_arena: bool = False) -> Tuple[List[Any], bool]:
+                arena=None, threshold: int = 1 << 62, stream: bool = False, held: int = 0) -> Tuple[List[Any], bool]:
     """The parts of a CALL of ``request`` to ``model`` and whether ``arena`` (shm.Arena, the caller's:
-    tensors of ``threshold`` bytes and more) was replaced (its descriptor must go along)."""
+    tensors of ``threshold`` bytes and more) was replaced (its descriptor must go along). ``held``:
+    the mask of the output arenas whose outputs the caller still holds."""
     message = Message(arena, threshold)
     message.item(request_head(request, int(request.sequence_start) | 2 * int(request.sequence_end)),
                  request.data.items())
     records, replaced = message.records()
-    flags = (_NEW_ARENA if replaced else 0) | (_STREAM if stream else 0) | (_FRESH_ARENA if fresh_arena else 0)
+    flags = (_NEW_ARENA if replaced else 0) | (_STREAM if stream else 0)
     text = f"{model}\0{version or ''}\0{request_id}".encode("utf-8")
-    return message.parts(Kind.CALL, flags, call_id, 0, 0, records, text), replaced
+    return message.parts(Kind.CALL, flags, call_id, 0, held, records, text), replaced
+
+
+def reply_arena(body) -> int:
+    """The output arena a REPLY's outputs are in (read before decoding it: ``decode_reply`` needs it)."""
+    return read_header(body).slot
 
 
 def decode_reply(body, arena=None) -> Reply:
     """A REPLY (what the caller reads). Outputs are views of ``body`` (inline) or of ``arena`` (a
-    uint8 array over the caller's mapping of the backend's arena): no copies."""
+    uint8 array over the caller's mapping of the backend's output arena the REPLY names): no copies."""
     header = read_header(body)
     if header.kind != Kind.REPLY:
         raise ProtocolError(f"expected a REPLY, got kind {header.kind}")
@@ -112,7 +119,7 @@ def decode_reply(body, arena=None) -> Reply:
             raise
         except DECODE_ERRORS as exc:
             raise ProtocolError(f"malformed REPLY: {type(exc).__name__}: {exc}") from None
-    return Reply(header.batch_id, header.final, None, header.text, outputs, header.value == 1)
+    return Reply(header.batch_id, header.final, None, header.text, outputs, header.value == 1, header.slot)
 
 
 # -- the backend's side, in Python: the reference of native/call_*.c (tests and fuzz seeds) ------
@@ -132,8 +139,9 @@ def decode_call(body, arena=None) -> Tuple[int, str, str, str, int, Request]:
 
 
 def encode_reply(reply_id: int, outputs: Optional[Dict[str, Any]] = None, *, error: Optional[Tuple[int, str]] = None,
-                 final: bool = True, arena=None, threshold: int = 1 << 62) -> Tuple[List[Any], bool]:
-    """The parts of a REPLY: ``outputs`` (None: no response), or ``error`` as (Triton's code, message)."""
+                 final: bool = True, arena=None, threshold: int = 1 << 62, arena_index: int = 0) -> Tuple[List[Any], bool]:
+    """The parts of a REPLY: ``outputs`` (None: no response; large ones in ``arena``, output arena
+    ``arena_index``), or ``error`` as (Triton's code, message)."""
     flags = _FINAL if final else 0
     if error is not None:
         code, text = error
@@ -143,4 +151,4 @@ def encode_reply(reply_id: int, outputs: Optional[Dict[str, Any]] = None, *, err
         message.item(RESPONSE.pack(len(outputs), 0, 0), outputs.items())
     records, replaced = message.records()
     flags |= _NEW_ARENA if replaced else 0
-    return message.parts(Kind.REPLY, flags, reply_id, 0, 0, records), replaced
+    return message.parts(Kind.REPLY, flags, reply_id, 0, arena_index, records), replaced

@@ -6,10 +6,11 @@ inside tritonserver, which runs it in Triton's core (call_codec.py has the messa
 an arena of the caller's, its large outputs read where the backend's arena has them (no copy).
 :class:`CallChannels` keeps a process's connections for reuse by any thread or event loop.
 
-Outputs read from the backend's arena are views of it. Before the next call on the connection
-the channel checks whether any of the last call's outputs is still referenced; if so, it asks the
-backend to put the next outputs into a new arena, so that what a callable keeps is never
-overwritten.
+Outputs read from the backend's output arenas are views of them. A connection has up to
+``CALL_ARENAS`` of them; each call tells the backend which ones still hold outputs the caller
+references (an arena's base array is referenced by any view of it), and the backend puts the
+call's outputs into another: what a callable keeps is never overwritten, and arenas are reused
+once it lets go.
 """
 
 import asyncio
@@ -26,7 +27,7 @@ import numpy as np
 
 from ..proxy.types import Request
 from . import shm
-from .call_codec import Reply, decode_reply, encode_call, encode_hello, encode_model
+from .call_codec import Reply, decode_reply, encode_call, encode_hello, encode_model, reply_arena
 from .transport import Channel, ChannelClosed, connect
 from .wire_format import Kind, read_header
 
@@ -85,8 +86,8 @@ class CallChannel:
             self._channel.close()
             raise
         self._arena = shm.Arena(shm_limit)
-        self._out: Optional[mmap.mmap] = None  # the backend's arena, mapped here
-        self._out_view: Optional[np.ndarray] = None  # the base array of the last call's arena outputs
+        self._outs: Dict[int, mmap.mmap] = {}  # the backend's output arenas, mapped here
+        self._held: Dict[int, np.ndarray] = {}  # per output arena, the base array of the outputs last read there
         self._ids = itertools.count(1)
         self.broken = False  # a call was given up on (timeout, cancel, error): the connection must go
 
@@ -193,8 +194,8 @@ class CallChannel:
         """Closes the connection (a call still running is cancelled) and the caller's arena."""
         self._channel.close()
         self._arena.close()
-        self._out = None
-        self._out_view = None
+        self._outs.clear()
+        self._held.clear()
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -207,12 +208,8 @@ class CallChannel:
 
     def _send_call(self, name: str, version: Optional[str], request_id: str, request: Request, *,
                    stream: bool) -> None:
-        # what the caller still holds of the last call's outputs must not be overwritten
-        fresh = self._out_view is not None and sys.getrefcount(self._out_view) > 2
-        if fresh:
-            self._out = self._out_view = None
         parts, replaced = encode_call(next(self._ids), name, version, request_id, request, arena=self._arena,
-                                      threshold=OUTPUT_THRESHOLD_BYTES, stream=stream, fresh_arena=fresh)
+                                      threshold=OUTPUT_THRESHOLD_BYTES, stream=stream, held=self._held_mask())
         try:
             self._channel.send(parts, self._arena.pending_fd if replaced else None)
         except BaseException:
@@ -220,6 +217,16 @@ class CallChannel:
             raise
         if replaced:
             self._arena.sent()
+
+    def _held_mask(self) -> int:
+        """The output arenas whose outputs the caller still references (not overwritten by this call)."""
+        mask = 0
+        for index in list(self._held):
+            if sys.getrefcount(self._held[index]) > 2:  # the dict's reference and getrefcount's own
+                mask |= 1 << index
+            else:
+                del self._held[index]
+        return mask
 
     def _next(self, deadline: float) -> Reply:
         try:
@@ -252,14 +259,14 @@ class CallChannel:
             body, fd = self._channel.recv()
         except ChannelClosed:
             raise ChannelClosed("tritonserver closed the connection of the call (it stopped or is restarting)") from None
+        index = reply_arena(body)
         if fd is not None:
-            self._out = shm.map_received(fd)
-        view = None
-        if self._out is not None:
-            view = np.frombuffer(self._out, np.uint8)
+            self._outs[index] = shm.map_received(fd)
+        mapping = self._outs.get(index)
+        view = np.frombuffer(mapping, np.uint8) if mapping is not None else None
         reply = decode_reply(body, view)
         if reply.outputs and view is not None and any(array.base is view for array in reply.outputs.values()):
-            self._out_view = view  # its refcount says whether the caller still holds them
+            self._held[index] = view  # its reference count says whether the caller still holds them
         return reply
 
 

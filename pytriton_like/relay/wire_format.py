@@ -18,6 +18,7 @@ __all__ = [
     "Kind",
     "Flags",
     "HEADER",
+    "CALL_ARENAS",
     "REQUEST",
     "PARAM",
     "RESPONSE",
@@ -69,11 +70,13 @@ class Flags(enum.IntFlag):
     FINAL = 1  # no more RESULTs follow for this batch
     FAILED = 2  # the whole message is an error (the text)
     NEW_ARENA = 4  # the sender's arena of this slot is replaced: its descriptor comes with the message
-    FRESH_ARENA = 8  # CALL: the caller still holds the last call's outputs: put this call's in a new arena
     STREAM = 16  # CALL: a decoupled model's call, its responses streamed (their tensors inline)
 
 
 HEADER = struct.Struct("<HBBIQQIIII")
+# A nested call's connection has up to this many output arenas (a CALL's slot: the mask of those the
+# caller still holds; a REPLY's: the one its outputs are in). native/wire.h says the same.
+CALL_ARENAS = 32
 REQUEST = struct.Struct("<HHHBBIQ")
 PARAM = struct.Struct("<BBHI")
 RESPONSE = struct.Struct("<HHI")

@@ -17,6 +17,7 @@ from pytriton_like.relay.call_codec import (
     encode_hello,
     encode_model,
     encode_reply,
+    reply_arena,
 )
 from pytriton_like.relay.protocol import Flags, Kind, ProtocolError, read_header
 from pytriton_like.relay.shm import Arena, map_received
@@ -51,8 +52,9 @@ def test_large_inputs_go_to_the_callers_arena_and_its_descriptor_goes_along():
     try:
         big = np.arange(100_000, dtype=np.float64)
         parts, replaced = encode_call(1, "Inner", None, "0", Request({"x": big, "small": np.ones(3)}), arena=arena,
-                                      threshold=1 << 16, fresh_arena=True)
-        assert replaced and read_header(joined(parts)).flags == Flags.NEW_ARENA | Flags.FRESH_ARENA
+                                      threshold=1 << 16, held=0b101)
+        header = read_header(joined(parts))
+        assert replaced and header.flags == Flags.NEW_ARENA and header.slot == 0b101
         mapped = map_received(os.dup(arena.pending_fd))
         _, _, version, _, _, decoded = decode_call(joined(parts), mapped)
         assert version == "" and np.array_equal(decoded["x"], big) and np.array_equal(decoded["small"], np.ones(3))
@@ -65,10 +67,11 @@ def test_a_reply_gives_outputs_inline_or_in_the_arena_and_failures_with_their_co
     arena = Arena()
     try:
         outputs = {"y": np.arange(20_000, dtype=np.int32).reshape(2, -1), "z": np.array([1.5])}
-        parts, replaced = encode_reply(3, outputs, arena=arena, threshold=1 << 16)
+        parts, replaced = encode_reply(3, outputs, arena=arena, threshold=1 << 16, arena_index=5)
         mapped = map_received(os.dup(arena.pending_fd))
+        assert reply_arena(joined(parts)) == 5
         reply = decode_reply(joined(parts), np.frombuffer(mapped, np.uint8))
-        assert replaced and reply.final and not reply.failed and reply.reply_id == 3
+        assert replaced and reply.final and not reply.failed and reply.reply_id == 3 and reply.arena == 5
         assert np.array_equal(reply.outputs["y"], outputs["y"]) and reply.outputs["z"].tolist() == [1.5]
     finally:
         arena.close()
