@@ -13,7 +13,8 @@ NUMPY1_TESTS := tests/unit tests/integration \
 	tests/functional/test_model_repository.py tests/functional/test_model_management.py \
 	tests/functional/test_s3_repository.py tests/functional/test_triton_home.py \
 	tests/functional/test_examples.py::test_model_repository_serves_a_hand_written_model_and_two_versions \
-	tests/functional/test_examples.py::test_s3_repository_served_from_a_stand_in_s3_server
+	tests/functional/test_examples.py::test_s3_repository_served_from_a_stand_in_s3_server \
+	tests/functional/test_nested_calls.py::test_a_model_of_the_users_repository_is_called
 
 .PHONY: demo test venv venv-numpy1 test-numpy1 dist smoke-pythons soak test-deploy clean sanitize fuzz docs
 
@@ -146,7 +147,7 @@ sanitize: $(STAMP)
 		--deselect tests/functional/test_openai.py::test_curl_sees_server_sent_events_ending_with_done; \
 		status=$$?; $(MAKE) -B -C native $(NATIVE_OUTPUTS) && exit $$status
 
-# libFuzzer on the backend's decoder of the worker's answers, FUZZ_SECONDS long (default 120).
+# libFuzzer on the backend's decoder of the relay server's answers, FUZZ_SECONDS long (default 120).
 FUZZ_CORPUS ?= /tmp/pytriton_like-fuzz-corpus
 fuzz: $(STAMP)
 	command -v clang >/dev/null || apt-get install -y clang || (apt-get update && apt-get install -y clang)
@@ -211,6 +212,13 @@ bench-quick: $(BENCH_STAMP) $(PERF_ANALYZER)
 bench-ab: $(BENCH_STAMP) $(PERF_ANALYZER)
 	@$(NEED_WRK)
 	$(VENV_NUMPY1)/bin/python bench/ab.py $(or $(ARGS),--variant pytriton_like --variant floor)
+
+# Nested calls against Triton's Python-backend BLS and the network path they took before
+# (bench/nested.py, docs/pipelines.md): 16 floats and 1 MiB, gRPC and HTTP, c1 p50 and c8
+# throughput, with the ratios to BLS. In .venv-numpy1: the BLS model runs in Triton's stub. About 8 min.
+.PHONY: bench-nested
+bench-nested: $(BENCH_STAMP) $(PERF_ANALYZER)
+	$(VENV_NUMPY1)/bin/python bench/nested.py $(ARGS)
 
 # What the relay costs (bench/relay.py): the worker's Python per batch in a loop, its CPU per batch
 # through the real socket, a tiny request's time per phase in a server. Under a minute.

@@ -36,7 +36,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build_support import elf, server  # noqa: E402  (beside this file, not installed)
 
 ROOT = pathlib.Path(__file__).resolve().parent
-SOURCES = ["backend.c", "wire.c", "transport.c", "settings.c", "metrics.c", "log.c"]
+# The relay's backend: its files (native/Makefile lists the same).
+SOURCES = ["backend.c", "encoder.c", "instance.c", "reader.c", "responses.c", "slots.c", "wire.c", "transport.c",
+           "settings.c", "metrics.c", "log.c", "call_listener.c", "call_request.c", "call_reply.c"]
 PROGRAMS = {"reaper_wait"}  # built as programs; the others as shared libraries
 SERVER_FOLDER = "tritonserver"  # in the package: pytriton_like/tritonserver
 

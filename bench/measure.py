@@ -273,12 +273,13 @@ def peak_memory(port: int, processes: Callable[[], List[psutil.Process]], x: np.
 PERF_ANALYZER_DIR = pathlib.Path(__file__).resolve().parent.parent / ".venv" / "perf_analyzer"
 
 
-def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: int = 2000, trials: int = 10) -> Dict:
-    """Triton's own load generator against ``Double``: ``concurrency`` requests of [1, 8] FP32 kept
-    in flight over ``protocol`` ("http" or "grpc") until three windows of ``interval_ms`` agree
-    within 50% on the p50 latency (at most ``trials`` windows; on a busy machine they may never
-    agree: then the last window's numbers are taken and ``stable`` is False). Returns req/s and
-    latency percentiles in ms."""
+def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: int = 2000, trials: int = 10,
+                  model: str = MODEL, shape: str = "x:8") -> Dict:
+    """Triton's own load generator against ``model`` (``Double``): ``concurrency`` requests of a batch
+    of one FP32 sample of ``shape`` (input name and sizes, "x:8") kept in flight over ``protocol``
+    ("http" or "grpc") until three windows of ``interval_ms`` agree within 50% on the p50 latency
+    (at most ``trials`` windows; on a busy machine they may never agree: then the last window's
+    numbers are taken and ``stable`` is False). Returns req/s and latency percentiles in ms."""
     binary = PERF_ANALYZER_DIR / "perf_analyzer"
     if not binary.exists():
         raise FileNotFoundError(f"{binary} is missing: `make bench` installs it")
@@ -287,7 +288,7 @@ def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: in
     with tempfile.TemporaryDirectory(prefix="perf-analyzer-") as tmp:
         csv_path = os.path.join(tmp, "result.csv")
         argv = [
-            str(binary), "-m", "Double", "-x", "1", "-u", f"127.0.0.1:{port}", "-i", protocol, "--shape", "x:8",
+            str(binary), "-m", model, "-x", "1", "-u", f"127.0.0.1:{port}", "-i", protocol, "--shape", shape,
             f"--concurrency-range={concurrency}", f"--measurement-interval={interval_ms}",
             f"--max-trials={trials}", "--stability-percentage=50", "--percentile=50", "-v", "-f", csv_path,
         ]

@@ -1,734 +1,68 @@
 /* libtriton_pytriton_like.so: Triton's entry points for a model bound by pytriton_like.
  *
- * Each model instance is connected to its worker in the user's process (transport.h). Execute
- * encodes the batch (wire.h: small tensors in the message, large ones copied once into the
- * slot's shared-memory arena), sends it, and the worker's RESULT becomes the responses. A
- * non-decoupled instance with one batch in flight waits for the answer inside Execute; with
- * more (settings in_flight) or a decoupled model, Execute returns once the batch is sent and a
- * thread per instance answers. */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <limits.h>
+ * Each model instance is connected to its relay server, on a thread of the user's process or in a
+ * worker process (instance.c, over transport.h). Execute takes a free slot (slots.c), encodes the
+ * batch (encoder.c; wire.h: small tensors in the message, large ones copied once into the slot's
+ * shared-memory arena), sends it, and the relay server's RESULT becomes the responses (reader.c,
+ * responses.c). A non-decoupled instance with one batch in flight waits for the answer inside
+ * Execute; with more (settings in_flight) or a decoupled model, Execute returns once the batch is
+ * sent and a thread per instance (its reader) answers. */
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "calls.h"
+#include "clock.h"
+#include "encoder.h"
+#include "instance.h"
 #include "log.h"
 #include "metrics.h"
+#include "reader.h"
+#include "responses.h"
 #include "settings.h"
-#include "transport.h"
+#include "slots.h"
 #include "triton_api.h"
-#include "wire.h"
 
-#define DECOUPLED_SLOTS 64u /* streaming batches in flight per instance */
-#define LIVENESS_MS 1000    /* how often a waiting relay checks that the user process lives */
-#define FINALIZE_WAIT_S 30  /* how long unloading waits for batches still in flight */
-#define MAX_TEXT 65536u     /* longest error text or name passed on to Triton */
-
-enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_SENT };
-
-struct input_ref {
-  TRITONBACKEND_Input* input;
-  const char* name;
-  TRITONSERVER_DataType dtype;
-  const int64_t* shape;
-  uint32_t ndim;
-  uint64_t byte_size;
-  uint32_t buffers;
-};
-
-/* One batch in flight, and what it reuses from batch to batch. */
-struct slot {
-  enum slot_state state;
-  uint32_t index;
-  uint64_t batch_id;
-  TRITONBACKEND_Request** requests; /* the requests sent to the worker (not the sequence batcher's null ones) */
-  TRITONBACKEND_ResponseFactory** factories; /* decoupled: one stream per request */
-  uint8_t* open;                             /* decoupled: the stream still waits for its final response */
-  uint32_t count;
-  uint32_t cap;
-  uint64_t exec_start_ns;
-  uint64_t compute_start_ns;
-  uint64_t batch_size;
-  int cancel_sent;
-  struct arena in;  /* ours: the large inputs */
-  struct arena out; /* the worker's: the large outputs */
-  struct wire_buf msg;
-  struct wire_buf data;
-  struct input_ref* inputs;
-  uint32_t inputs_cap;
-};
-
-struct model_state {
-  char name[256];
-  char version[32];
-  char dir[PATH_MAX];
-  struct settings settings;
-  struct model_metrics metrics;
-};
-
-struct instance_state {
-  struct model_state* model;
-  TRITONBACKEND_ModelInstance* instance;
-  char name[256];
-  char path[SETTINGS_MAX_PATH]; /* the worker's socket */
-  struct model_metrics* metrics; /* the model's, or the worker's own (worker_metrics) */
-  struct model_metrics worker_metrics;
-  int fd;
-  uint64_t threshold;
-  pthread_mutex_t lock;
-  pthread_cond_t changed;
-  pthread_mutex_t send_lock;
-  struct slot* slots;
-  uint32_t n_slots;
-  uint32_t busy;
-  int dead;
-  uint64_t lost_ns; /* when the worker was lost */
-  int stopping;
-  char why[512];
-  uint64_t next_id;
-  pthread_t reader;
-  int has_reader;
-  uint64_t spin_ns;
-  uint64_t typical_wait_ns;
-  struct wire_buf rx;
-  char text[MAX_TEXT + 1];
-};
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static TRITONSERVER_Error* error_new(TRITONSERVER_Error_Code code, const char* format, ...)
-    __attribute__((format(printf, 2, 3)));
-static TRITONSERVER_Error* error_new(TRITONSERVER_Error_Code code, const char* format, ...) {
-  char message[1024];
-  va_list arguments;
-  va_start(arguments, format);
-  vsnprintf(message, sizeof(message), format, arguments);
-  va_end(arguments);
-  return TRITONSERVER_ErrorNew(code, message);
-}
-
-/* A NUL-terminated copy of len bytes (cut at MAX_TEXT) in the instance's scratch text. */
-static const char* scratch(struct instance_state* inst, const char* text, size_t len) {
-  if (len > MAX_TEXT) len = MAX_TEXT;
-  memcpy(inst->text, text, len);
-  inst->text[len] = '\0';
-  return inst->text;
-}
-
-/* -- responses ------------------------------------------------------------------------------- */
-
-static void send_error_response(TRITONBACKEND_Response* response, TRITONSERVER_Error_Code code, const char* message) {
-  TRITONSERVER_Error* error = TRITONSERVER_ErrorNew(code, message);
-  relay_check(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error), __LINE__);
-  TRITONSERVER_ErrorDelete(error);
-}
-
-static void respond_error(TRITONBACKEND_Request* request, TRITONSERVER_Error_Code code, const char* message) {
-  TRITONBACKEND_Response* response;
-  if (relay_check(TRITONBACKEND_ResponseNew(&response, request), __LINE__)) return;
-  send_error_response(response, code, message);
-}
-
-static void finish_request(struct instance_state* inst, TRITONBACKEND_Request* request, int success,
-                           uint64_t exec_start, uint64_t compute_start, uint64_t compute_end) {
-  relay_check(TRITONBACKEND_ModelInstanceReportStatistics(inst->instance, request, success, exec_start, compute_start,
-                                                          compute_end, now_ns()),
-              __LINE__);
-  relay_check(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), __LINE__);
-}
-
-/* Adds the tensors of one RESULT response record to response; NULL, or the error that fails it. */
-static TRITONSERVER_Error* add_outputs(struct instance_state* inst, struct wire_cursor* cursor,
-                                       const struct wire_response* record, TRITONBACKEND_Response* response) {
-  TRITONSERVER_Error* error = NULL;
-  for (uint16_t i = 0; i < record->n_outputs; i++) {
-    struct wire_tensor tensor;
-    const char* problem = wire_next_tensor(cursor, &tensor);
-    if (problem != NULL) { /* cannot happen after wire_check_result; never leak the earlier error */
-      if (error != NULL) TRITONSERVER_ErrorDelete(error);
-      return error_new(TRITONSERVER_ERROR_INTERNAL, "malformed answer from the relay server: %s", problem);
-    }
-    if (error != NULL) continue; /* walk past the rest */
-    TRITONBACKEND_Output* output;
-    error = TRITONBACKEND_ResponseOutput(response, &output, scratch(inst, tensor.name, tensor.name_len),
-                                         (TRITONSERVER_DataType)tensor.dtype, tensor.dims, tensor.ndim);
-    if (error != NULL) continue;
-    void* buffer;
-    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
-    int64_t memory_type_id = 0;
-    error = TRITONBACKEND_OutputBuffer(output, &buffer, tensor.nbytes, &memory_type, &memory_type_id);
-    if (error != NULL) continue;
-    if (memory_type == TRITONSERVER_MEMORY_GPU) {
-      error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "pytriton_like relays outputs in CPU memory only");
-      continue;
-    }
-    if (tensor.nbytes) memcpy(buffer, tensor.data, tensor.nbytes);
-  }
-  return error;
-}
-
-/* Sends one response built from a RESULT record; whether it succeeded. read_all: the arena whose
- * outputs are all copied once this one's are (its pages go back before the response is sent, which
- * for gRPC serializes it inside ResponseSend), or NULL. */
-static int send_record(struct instance_state* inst, struct wire_cursor* cursor, const struct wire_response* record,
-                       TRITONBACKEND_Response* response, uint32_t flags, struct arena* read_all) {
-  if (record->status != 0) {
-    send_error_response(response, TRITONSERVER_ERROR_INTERNAL, scratch(inst, record->error, record->error_len));
-    return 0;
-  }
-  TRITONSERVER_Error* error = add_outputs(inst, cursor, record, response);
-  if (read_all != NULL) arena_trim(read_all);
-  relay_check(TRITONBACKEND_ResponseSend(response, flags, error), __LINE__);
-  if (error == NULL) return 1;
-  TRITONSERVER_ErrorDelete(error);
-  return 0;
-}
-
-/* -- slots ----------------------------------------------------------------------------------- */
-
-static void release_slot(struct instance_state* inst, struct slot* slot) {
-  /* the batch is done with both arenas: what a large one used beyond ARENA_KEEP goes back */
-  arena_trim(&slot->in);
-  arena_trim(&slot->out);
-  pthread_mutex_lock(&inst->lock);
-  slot->state = SLOT_FREE;
-  slot->count = 0;
-  inst->busy--;
-  pthread_cond_broadcast(&inst->changed);
-  pthread_mutex_unlock(&inst->lock);
-}
-
-/* A free slot, marked FILLING; NULL when the worker is gone (inst->why says why). */
-static struct slot* acquire_slot(struct instance_state* inst) {
-  struct slot* slot = NULL;
-  pthread_mutex_lock(&inst->lock);
-  while (!inst->dead && inst->busy == inst->n_slots) pthread_cond_wait(&inst->changed, &inst->lock);
-  if (!inst->dead) {
-    for (uint32_t i = 0; i < inst->n_slots; i++) {
-      if (inst->slots[i].state == SLOT_FREE) {
-        slot = &inst->slots[i];
-        break;
-      }
-    }
-    slot->state = SLOT_FILLING;
-    slot->batch_id = ++inst->next_id;
-    slot->count = 0;
-    slot->cancel_sent = 0;
-    inst->busy++;
-  }
-  pthread_mutex_unlock(&inst->lock);
-  return slot;
-}
-
-/* Fails every request (or open stream) of the slot with message, then frees it. */
-static void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code, const char* message,
-                      int relay) {
-  struct model_state* model = inst->model;
-  uint64_t failed = 0;
-  if (model->settings.decoupled) {
-    for (uint32_t i = 0; i < slot->count; i++) {
-      if (slot->factories[i] == NULL) continue;
-      if (slot->open[i]) {
-        TRITONBACKEND_Response* response;
-        if (!relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__))
-          send_error_response(response, code, message);
-        failed++;
-      }
-      relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
-      slot->factories[i] = NULL;
-    }
-  } else {
-    uint64_t end = now_ns();
-    for (uint32_t i = 0; i < slot->count; i++) {
-      respond_error(slot->requests[i], code, message);
-      finish_request(inst, slot->requests[i], 0, slot->exec_start_ns, slot->compute_start_ns ? slot->compute_start_ns : end,
-                     end);
-    }
-    failed = slot->count;
-  }
-  metrics_add(inst->metrics, relay ? METRIC_RELAY_FAILURES : METRIC_CALLABLE_FAILURES, (double)failed);
-  release_slot(inst, slot);
-}
-
-/* The relay failed the slot's batch. UNAVAILABLE (HTTP 503) when the worker is gone: worth a retry
- * on another server; INTERNAL for the rest. */
-static void relay_failure(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code,
-                          const char* problem) {
-  char message[1024];
-  snprintf(message, sizeof(message), "pytriton_like relay failed for model '%s': %s", inst->model->name, problem);
-  fail_slot(inst, slot, code, message, 1);
-}
-
-/* The worker is gone: every batch sent to it fails now, and so will every later one. */
-static void lose_worker(struct instance_state* inst, const char* why) {
-  pthread_mutex_lock(&inst->lock);
-  if (!inst->dead) {
-    inst->dead = 1;
-    inst->lost_ns = now_ns();
-    if (inst->stopping)
-      snprintf(inst->why, sizeof(inst->why), "model '%s' is unloading", inst->model->name);
-    else
-      snprintf(inst->why, sizeof(inst->why), "lost the relay server of model '%s': %s", inst->model->name, why);
-    if (!inst->stopping) relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "%s", inst->why);
-  }
-  pthread_cond_broadcast(&inst->changed);
-  pthread_mutex_unlock(&inst->lock);
-  for (uint32_t i = 0; i < inst->n_slots; i++) {
-    pthread_mutex_lock(&inst->lock);
-    int sent = inst->slots[i].state == SLOT_SENT;
-    if (sent) inst->slots[i].state = SLOT_FILLING; /* ours to fail now */
-    pthread_mutex_unlock(&inst->lock);
-    if (sent) relay_failure(inst, &inst->slots[i], TRITONSERVER_ERROR_UNAVAILABLE, inst->why);
-  }
-}
-
-/* -- encoding a batch -------------------------------------------------------------------------- */
-
-static int grow_slot(struct slot* slot, uint32_t count) {
-  if (count <= slot->cap) return 0;
-  uint32_t cap = slot->cap ? slot->cap : 16;
-  while (cap < count) cap *= 2;
-  TRITONBACKEND_Request** requests = realloc(slot->requests, cap * sizeof(*requests));
-  if (requests == NULL) return -1;
-  slot->requests = requests;
-  TRITONBACKEND_ResponseFactory** factories = realloc(slot->factories, cap * sizeof(*factories));
-  if (factories == NULL) return -1;
-  slot->factories = factories;
-  uint8_t* open = realloc(slot->open, cap);
-  if (open == NULL) return -1;
-  slot->open = open;
-  slot->cap = cap;
-  return 0;
-}
-
-#define TRY(call)                                 \
-  do {                                            \
-    TRITONSERVER_Error* error_ = (call);          \
-    if (error_ != NULL) return error_;            \
-  } while (0)
-#define RESERVE(buf, size)                                                                               \
-  do {                                                                                                   \
-    if (wire_buf_reserve((buf), (size)) != 0)                                                            \
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory encoding a batch");      \
-  } while (0)
-
-/* The correlation id of a request of a sequence model. */
-static TRITONSERVER_Error* correlation_id(TRITONBACKEND_Request* request, uint8_t* kind, uint64_t* id,
-                                          const char** text) {
-  TRITONSERVER_Error* error = TRITONBACKEND_RequestCorrelationId(request, id);
-  if (error == NULL) {
-    *kind = *id ? WIRE_ID_UINT : WIRE_ID_NONE;
-    return NULL;
-  }
-  TRITONSERVER_ErrorDelete(error); /* not an integer id: a string one */
-  TRY(TRITONBACKEND_RequestCorrelationIdString(request, text));
-  *id = strlen(*text);
-  *kind = *id ? WIRE_ID_STRING : WIRE_ID_NONE;
-  if (*id > 65535) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "correlation id too long");
-  return NULL;
-}
-
-static TRITONSERVER_Error* encode_parameters(struct wire_buf* msg, TRITONBACKEND_Request* request, uint32_t count) {
-  for (uint32_t i = 0; i < count; i++) {
-    const char* key;
-    TRITONSERVER_ParameterType type;
-    const void* value;
-    TRY(TRITONBACKEND_RequestParameter(request, i, &key, &type, &value));
-    size_t key_len = strlen(key);
-    uint8_t wire_type;
-    size_t value_len;
-    switch (type) {
-      case TRITONSERVER_PARAMETER_STRING: wire_type = WIRE_PARAM_STRING; value_len = strlen(value); break;
-      case TRITONSERVER_PARAMETER_INT: wire_type = WIRE_PARAM_INT; value_len = 8; break;
-      case TRITONSERVER_PARAMETER_BOOL: wire_type = WIRE_PARAM_BOOL; value_len = 1; break;
-      case TRITONSERVER_PARAMETER_DOUBLE: wire_type = WIRE_PARAM_DOUBLE; value_len = 8; break;
-      default: continue; /* BYTES parameters do not come from the frontends */
-    }
-    if (key_len > 65535 || value_len > UINT32_MAX)
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "a request parameter is too long");
-    uint8_t boolean = 0;
-    if (type == TRITONSERVER_PARAMETER_BOOL) {
-      boolean = *(const bool*)value ? 1 : 0;
-      value = &boolean;
-    }
-    RESERVE(msg, WIRE_PARAM_SIZE + key_len + value_len);
-    wire_put_param(msg, wire_type, key, (uint16_t)key_len, value, (uint32_t)value_len);
-  }
-  return NULL;
-}
-
-static TRITONSERVER_Error* copy_input(const struct input_ref* ref, uint8_t* to) {
-  uint64_t copied = 0;
-  for (uint32_t b = 0; b < ref->buffers; b++) {
-    const void* buffer;
-    uint64_t size;
-    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
-    int64_t memory_type_id = 0;
-    TRY(TRITONBACKEND_InputBuffer(ref->input, b, &buffer, &size, &memory_type, &memory_type_id));
-    if (memory_type == TRITONSERVER_MEMORY_GPU)
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "pytriton_like relays inputs in CPU memory only");
-    if (size > ref->byte_size - copied)
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "an input's buffers exceed its size");
-    if (size) memcpy(to + copied, buffer, size);
-    copied += size;
-  }
-  if (copied != ref->byte_size)
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "an input's buffers fall short of its size");
-  return NULL;
-}
-
-/* Encodes the slot's requests as a BATCH in slot->msg (records) and slot->data (inline tensors). */
-static TRITONSERVER_Error* encode_batch(struct instance_state* inst, struct slot* slot, char* message,
-                                       size_t message_len) {
-  struct settings* settings = &inst->model->settings;
-  struct wire_buf* msg = &slot->msg;
-  struct wire_buf* data = &slot->data;
-  msg->len = data->len = 0;
-  RESERVE(msg, WIRE_HEADER_SIZE);
-  msg->len = WIRE_HEADER_SIZE;
-  /* Pass 1: every input's properties, and the arena bytes the large ones need. */
-  uint32_t total = 0;
-  uint64_t arena_bytes = 0;
-  uint64_t threshold = settings->decoupled ? UINT64_MAX : inst->threshold;
-  for (uint32_t r = 0; r < slot->count; r++) {
-    uint32_t count;
-    TRY(TRITONBACKEND_RequestInputCount(slot->requests[r], &count));
-    if (count > 65535) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "too many inputs");
-    if (total + count > slot->inputs_cap) {
-      uint32_t cap = slot->inputs_cap ? slot->inputs_cap : 16;
-      while (cap < total + count) cap *= 2;
-      struct input_ref* inputs = realloc(slot->inputs, cap * sizeof(*inputs));
-      if (inputs == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory encoding a batch");
-      slot->inputs = inputs;
-      slot->inputs_cap = cap;
-    }
-    for (uint32_t i = 0; i < count; i++) {
-      struct input_ref* ref = &slot->inputs[total + i];
-      TRY(TRITONBACKEND_RequestInputByIndex(slot->requests[r], i, &ref->input));
-      TRY(TRITONBACKEND_InputProperties(ref->input, &ref->name, &ref->dtype, &ref->shape, &ref->ndim, &ref->byte_size,
-                                        &ref->buffers));
-      if (ref->ndim > WIRE_MAX_DIMS || strlen(ref->name) > 65535)
-        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "an input has too many dimensions or too long a name");
-      if (ref->byte_size && ref->byte_size >= threshold) arena_bytes += wire_align(ref->byte_size, WIRE_ALIGN);
-      if (i == 0) slot->batch_size += settings->batching && ref->ndim > 0 ? (uint64_t)ref->shape[0] : 1;
-    }
-    if (count == 0) slot->batch_size += 1;
-    total += count;
-  }
-  if (arena_bytes && arena_reserve(&slot->in, arena_bytes, settings->shm_limit, message, message_len) != 0)
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, message);
-  if (arena_bytes > slot->in.touched) slot->in.touched = arena_bytes;
-  /* Pass 2: the records, and each tensor's bytes copied once: into the message or the arena. */
-  uint64_t arena_offset = 0;
-  uint32_t next = 0;
-  for (uint32_t r = 0; r < slot->count; r++) {
-    TRITONBACKEND_Request* request = slot->requests[r];
-    uint32_t inputs, params = 0, outputs = 0, flags = 0;
-    uint8_t id_kind = WIRE_ID_NONE;
-    uint64_t id = 0;
-    const char* id_text = NULL;
-    TRY(TRITONBACKEND_RequestInputCount(request, &inputs));
-    TRY(TRITONBACKEND_RequestParameterCount(request, &params));
-    TRY(TRITONBACKEND_RequestOutputCount(request, &outputs));
-    if (params > 65535 || outputs > 65535)
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "too many parameters or outputs");
-    if (outputs == settings->outputs) outputs = 0; /* all of them: the default */
-    if (settings->sequence) {
-      TRY(TRITONBACKEND_RequestFlags(request, &flags));
-      TRY(correlation_id(request, &id_kind, &id, &id_text));
-    }
-    RESERVE(msg, WIRE_REQUEST_SIZE + (id_kind == WIRE_ID_STRING ? id : 0));
-    wire_put_request(msg, (uint16_t)inputs, (uint16_t)params, (uint16_t)outputs, id_kind, flags, id);
-    if (id_kind == WIRE_ID_STRING) wire_put_bytes(msg, id_text, id);
-    TRY(encode_parameters(msg, request, params));
-    for (uint32_t o = 0; o < outputs; o++) {
-      const char* name;
-      TRY(TRITONBACKEND_RequestOutputName(request, o, &name));
-      size_t len = strlen(name);
-      if (len > 65535) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "an output name is too long");
-      RESERVE(msg, 2 + len);
-      wire_put_u16(msg, (uint16_t)len);
-      wire_put_bytes(msg, name, len);
-    }
-    for (uint32_t i = 0; i < inputs; i++, next++) {
-      const struct input_ref* ref = &slot->inputs[next];
-      size_t name_len = strlen(ref->name);
-      uint64_t offset;
-      uint8_t where;
-      if (ref->byte_size && ref->byte_size >= threshold) {
-        where = WIRE_ARENA;
-        offset = arena_offset;
-        TRY(copy_input(ref, slot->in.map + offset));
-        arena_offset += wire_align(ref->byte_size, WIRE_ALIGN);
-      } else {
-        where = WIRE_INLINE;
-        RESERVE(data, wire_align(ref->byte_size, WIRE_ALIGN));
-        offset = data->len;
-        TRY(copy_input(ref, data->data + offset));
-        data->len += ref->byte_size;
-        wire_pad(data, WIRE_ALIGN);
-      }
-      RESERVE(msg, WIRE_TENSOR_SIZE + 8u * ref->ndim + name_len);
-      wire_put_tensor(msg, (uint8_t)ref->dtype, ref->shape, (uint8_t)ref->ndim, ref->name, (uint16_t)name_len, where,
-                      offset, ref->byte_size);
-    }
-  }
-  RESERVE(msg, WIRE_ALIGN);
-  wire_pad(msg, WIRE_ALIGN);
-  if (msg->len + data->len > WIRE_MAX_MESSAGE)
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "a batch too large for the relay's messages");
-  struct wire_header header = {WIRE_VERSION, WIRE_BATCH, slot->in.pending_fd >= 0 ? WIRE_NEW_ARENA : 0, slot->count,
-                               slot->batch_id, arena_bytes, slot->index, 0, (uint32_t)msg->len, 0};
-  wire_put_header(msg->data, &header);
-  return NULL;
-}
-
-/* -- receiving answers ------------------------------------------------------------------------- */
-
-static void batch_result(struct instance_state* inst, struct slot* slot, const struct wire_header* header,
-                         struct wire_cursor* cursor) {
-  uint64_t compute_end = now_ns();
-  uint64_t failures = 0;
-  int failed_batch = (header->flags & WIRE_FAILED) != 0;
-  const char* batch_error = failed_batch ? scratch(inst, (const char*)cursor->body + WIRE_HEADER_SIZE, header->text_len) : NULL;
-  for (uint32_t i = 0; i < slot->count; i++) {
-    TRITONBACKEND_Request* request = slot->requests[i];
-    int success = 0;
-    TRITONBACKEND_Response* response;
-    if (failed_batch) {
-      respond_error(request, TRITONSERVER_ERROR_INTERNAL, batch_error);
-    } else {
-      struct wire_response record;
-      wire_next_response(cursor, &record);
-      if (!relay_check(TRITONBACKEND_ResponseNew(&response, request), __LINE__))
-        success = send_record(inst, cursor, &record, response, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                              i + 1 == slot->count ? &slot->out : NULL);
-    }
-    failures += !success;
-    finish_request(inst, request, success, slot->exec_start_ns, slot->compute_start_ns, compute_end);
-  }
-  uint64_t end = now_ns();
-  relay_check(TRITONBACKEND_ModelInstanceReportBatchStatistics(inst->instance, slot->batch_size, slot->exec_start_ns,
-                                                               slot->compute_start_ns, compute_end, end),
-              __LINE__);
-  uint64_t callable_ns = header->value;
-  uint64_t exec_ns = end - slot->exec_start_ns;
-  metrics_add(inst->metrics, METRIC_CALLABLE_FAILURES, (double)failures);
-  metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(callable_ns / 1000));
-  metrics_add(inst->metrics, METRIC_RELAY_US, exec_ns > callable_ns ? (double)((exec_ns - callable_ns) / 1000) : 0.0);
-  release_slot(inst, slot);
-}
-
-static void send_cancel(struct instance_state* inst, struct slot* slot) {
-  uint8_t body[WIRE_HEADER_SIZE];
-  struct wire_header header = {WIRE_VERSION, WIRE_CANCEL, 0, 0, slot->batch_id, 0, slot->index, 0, 0, 0};
-  wire_put_header(body, &header);
-  struct iovec iov = {body, sizeof(body)};
-  pthread_mutex_lock(&inst->send_lock);
-  if (transport_send(inst->fd, &iov, 1, -1) != 0) relay_log(TRITONSERVER_LOG_WARN, __LINE__, "cannot cancel a batch");
-  pthread_mutex_unlock(&inst->send_lock);
-  slot->cancel_sent = 1;
-}
-
-/* Sends a streaming RESULT's responses; whether the batch ended (its slot released). */
-static int stream_result(struct instance_state* inst, struct slot* slot, const struct wire_header* header,
-                         struct wire_cursor* cursor) {
-  int final = (header->flags & WIRE_FINAL) != 0;
-  if (header->flags & WIRE_FAILED) {
-    metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
-    fail_slot(inst, slot, TRITONSERVER_ERROR_INTERNAL,
-              scratch(inst, (const char*)cursor->body + WIRE_HEADER_SIZE, header->text_len), 0);
-    return 1;
-  }
-  uint64_t failures = 0;
-  uint32_t open = 0;
-  for (uint32_t i = 0; i < header->count; i++) {
-    struct wire_response record;
-    wire_next_response(cursor, &record);
-    bool cancelled = false;
-    if (slot->open[i]) relay_check(TRITONBACKEND_ResponseFactoryIsCancelled(slot->factories[i], &cancelled), __LINE__);
-    TRITONBACKEND_Response* response = NULL;
-    if (!slot->open[i] || cancelled ||
-        relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__)) {
-      for (uint16_t j = 0; j < record.n_outputs; j++) {
-        struct wire_tensor skipped;
-        wire_next_tensor(cursor, &skipped);
-      }
-      if (slot->open[i] && cancelled &&
-          !relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__))
-        send_error_response(response, TRITONSERVER_ERROR_CANCELLED, "the request was cancelled");
-      slot->open[i] = 0;
-      continue;
-    }
-    if (record.status != 0) {
-      failures++;
-      slot->open[i] = 0;
-    }
-    send_record(inst, cursor, &record, response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0, NULL);
-    if (final) slot->open[i] = 0;
-  }
-  for (uint32_t i = 0; i < slot->count; i++) open += slot->open[i];
-  metrics_add(inst->metrics, METRIC_CALLABLE_FAILURES, (double)failures);
-  if (!final) {
-    if (open == 0 && !slot->cancel_sent) send_cancel(inst, slot);
-    return 0;
-  }
-  metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
-  for (uint32_t i = 0; i < slot->count; i++) {
-    if (slot->open[i])
-      relay_check(TRITONBACKEND_ResponseFactorySendFlags(slot->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL),
-                  __LINE__);
-    relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
-    slot->factories[i] = NULL;
-    slot->open[i] = 0;
-  }
-  release_slot(inst, slot);
-  return 1;
-}
-
-/* Fails every batch in flight with message (an answer that says not which batch it is for). */
-static void fail_in_flight(struct instance_state* inst, const char* message) {
-  for (uint32_t i = 0; i < inst->n_slots; i++) {
-    pthread_mutex_lock(&inst->lock);
-    int sent = inst->slots[i].state == SLOT_SENT;
-    if (sent) inst->slots[i].state = SLOT_FILLING; /* ours to fail now */
-    pthread_mutex_unlock(&inst->lock);
-    if (sent) relay_failure(inst, &inst->slots[i], TRITONSERVER_ERROR_INTERNAL, message);
-  }
-}
-
-/* Handles one message from the worker (in inst->rx); fd is a descriptor that came with it or -1. */
-static void dispatch(struct instance_state* inst, int fd) {
-  struct wire_header header;
-  const char* problem = wire_read_header(inst->rx.data, inst->rx.len, &header);
-  /* A header whose own lengths do not fit still names its batch when its fixed fields arrived. */
-  int named = inst->rx.len >= WIRE_HEADER_SIZE && header.version == WIRE_VERSION && header.kind == WIRE_RESULT &&
-              header.slot < inst->n_slots;
-  struct slot* slot = NULL;
-  if (named) {
-    slot = &inst->slots[header.slot];
-    pthread_mutex_lock(&inst->lock);
-    named = slot->state == SLOT_SENT && slot->batch_id == header.batch_id;
-    if (named) slot->state = SLOT_FILLING; /* ours while we answer */
-    pthread_mutex_unlock(&inst->lock);
-  }
-  if (!named) {
-    char message[512];
-    snprintf(message, sizeof(message), "malformed answer from the relay server: %s",
-             problem != NULL ? problem : "an answer to no batch in flight");
-    relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model %s: %s", inst->model->name, message);
-    if (fd >= 0) close(fd);
-    /* which batch it was meant for is unknown: none of those in flight can trust its answer */
-    fail_in_flight(inst, message);
-    return;
-  }
-  if ((header.flags & WIRE_NEW_ARENA) && fd < 0) problem = "a new arena was announced but none came";
-  if (fd >= 0) {
-    if (header.flags & WIRE_NEW_ARENA) arena_adopt(&slot->out, fd, &problem);
-    else close(fd);
-  }
-  struct wire_cursor cursor;
-  if (problem == NULL)
-    problem = wire_check_result(inst->rx.data, inst->rx.len, slot->out.map, slot->out.size, &header, &cursor);
-  if (problem == NULL && cursor.arena_end > slot->out.touched) slot->out.touched = cursor.arena_end;
-  if (problem == NULL && !(header.flags & WIRE_FAILED) && header.count != slot->count &&
-      !(inst->model->settings.decoupled && header.count == 0))
-    problem = "the relay server answered another number of responses than requests";
-  if (problem != NULL) {
-    char message[512];
-    snprintf(message, sizeof(message), "malformed answer from the relay server: %s", problem);
-    relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model %s: %s", inst->model->name, message);
-    relay_failure(inst, slot, TRITONSERVER_ERROR_INTERNAL, message);
-    return;
-  }
-  /* the worker answered: it is done with the inputs, whose pages can go before the outputs are copied */
-  arena_trim(&slot->in);
-  if (inst->model->settings.decoupled) {
-    if (!stream_result(inst, slot, &header, &cursor)) {
-      pthread_mutex_lock(&inst->lock);
-      slot->state = SLOT_SENT; /* more to come */
-      pthread_mutex_unlock(&inst->lock);
-    }
-  } else {
-    batch_result(inst, slot, &header, &cursor);
-  }
-}
-
-static int owner_alive(struct instance_state* inst) {
-  pid_t pid = (pid_t)inst->model->settings.owner_pid;
-  return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH;
-}
-
-/* Waits for one message from the worker and handles it; -1 once the worker is gone. */
-static int serve_one(struct instance_state* inst, uint64_t spin_ns) {
-  uint64_t started = spin_ns ? now_ns() : 0;
-  int ready = transport_wait(inst->fd, inst->typical_wait_ns > spin_ns ? 0 : spin_ns, LIVENESS_MS);
-  if (ready == 0) {
-    if (owner_alive(inst)) return 0;
-    char why[128];
-    snprintf(why, sizeof(why), "the user process (pid %llu) that serves the model is gone",
-             (unsigned long long)inst->model->settings.owner_pid);
-    lose_worker(inst, why);
-    return -1;
-  }
-  if (spin_ns) {
-    /* a moving average of about the last eight waits; one slow answer counts as at most twice the spin */
-    uint64_t waited = now_ns() - started;
-    if (waited > 2 * spin_ns) waited = 2 * spin_ns;
-    inst->typical_wait_ns = inst->typical_wait_ns - inst->typical_wait_ns / 8 + waited / 8;
-  }
-  int fd = -1;
-  const char* error = "cannot poll the relay server's socket";
-  int status = ready < 0 ? -1 : transport_recv(inst->fd, &inst->rx, &fd, &error);
-  if (status != 0) {
-    if (fd >= 0) close(fd);
-    lose_worker(inst, status == 1 ? "the connection closed (its process exited or stopped serving)" : error);
-    return -1;
-  }
-  if (inst->rx.len == 0) {
-    if (fd >= 0) close(fd);
-    return 0; /* a nudge: nothing to do */
-  }
-  dispatch(inst, fd);
-  return 0;
-}
-
-static void* reader_main(void* argument) {
-  struct instance_state* inst = argument;
-  while (serve_one(inst, 0) == 0) {
-  }
-  return NULL;
-}
-
-/* -- Triton's entry points ------------------------------------------------------------------- */
-
-/* The value of --backend-config=pytriton_like,server-restarts=N (0 when absent). The config is JSON
- * ({"cmdline":{"server-restarts":"N",...}}); only this one key is looked for, in a bounded copy. */
-static uint64_t server_restarts(TRITONBACKEND_Backend* backend) {
+/* The value of --backend-config=pytriton_like,<key>=<value> in value (empty when absent). The config
+ * is JSON ({"cmdline":{"server-restarts":"N",...}}); the values pytriton_like sets need no escapes. */
+static void backend_option(TRITONBACKEND_Backend* backend, const char* key, char* value, size_t value_len) {
   TRITONSERVER_Message* message;
   const char* json;
   size_t size;
+  value[0] = '\0';
   if (relay_check(TRITONBACKEND_BackendConfig(backend, &message), __LINE__) ||
       relay_check(TRITONSERVER_MessageSerializeToJson(message, &json, &size), __LINE__))
-    return 0;
-  char copy[4096];
-  if (size >= sizeof(copy)) size = sizeof(copy) - 1;
-  memcpy(copy, json, size);
-  copy[size] = '\0';
-  static const char key[] = "\"server-restarts\":\"";
-  const char* found = strstr(copy, key);
-  return found != NULL ? strtoull(found + sizeof(key) - 1, NULL, 10) : 0;
+    return;
+  char pattern[64];
+  int pattern_len = snprintf(pattern, sizeof(pattern), "\"%s\":\"", key);
+  const char* end = json + size;
+  for (const char* at = json; at + pattern_len <= end; at++) {
+    if (memcmp(at, pattern, (size_t)pattern_len) != 0) continue;
+    const char* start = at + pattern_len;
+    const char* quote = memchr(start, '"', (size_t)(end - start));
+    size_t len = quote != NULL ? (size_t)(quote - start) : 0;
+    if (len >= value_len) len = 0; /* none of ours is that long: not ours */
+    memcpy(value, start, len);
+    value[len] = '\0';
+    return;
+  }
+}
+
+/* Nested calls' socket (calls.h), when --backend-config gives its path (calls-socket) and the token
+ * it asks for (calls-token, after the access token's marker that hides it from /proc/<pid>/cmdline). */
+static TRITONSERVER_Error* start_calls(TRITONBACKEND_Backend* backend) {
+  char socket_path[SETTINGS_MAX_PATH], token[256];
+  backend_option(backend, "calls-socket", socket_path, sizeof(socket_path));
+  backend_option(backend, "calls-token", token, sizeof(token));
+  if (socket_path[0] == '\0') return NULL;
+  static const char marker[] = "triton-access-token=";
+  const char* token_value = strncmp(token, marker, sizeof(marker) - 1) == 0 ? token + sizeof(marker) - 1 : NULL;
+  char message[512];
+  if (calls_start(socket_path, token_value, message, sizeof(message)) != 0)
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, message);
+  return NULL;
 }
 
 TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
@@ -738,12 +72,16 @@ TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
     return error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                      "the pytriton_like backend needs Triton's backend API %d.%d or a later 1.x, this server has %u.%u",
                      RELAY_BACKEND_API_MAJOR, RELAY_BACKEND_API_MINOR, major, minor);
-  metrics_families_new(server_restarts(backend));
+  TRY(start_calls(backend));
+  char restarts[32];
+  backend_option(backend, "server-restarts", restarts, sizeof(restarts));
+  metrics_families_new(strtoull(restarts, NULL, 10));
   return NULL;
 }
 
 TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend) {
   (void)backend;
+  calls_stop();
   metrics_families_delete();
   return NULL;
 }
@@ -756,6 +94,9 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
   TRY(TRITONBACKEND_ModelName(model, &name));
   TRY(TRITONBACKEND_ModelVersion(model, &version));
   TRY(TRITONBACKEND_ModelRepository(model, &artifact, &location));
+  TRITONSERVER_Server* server;
+  TRY(TRITONBACKEND_ModelServer(model, &server));
+  calls_set_server(server); /* the server nested calls run in */
   struct model_state* state = calloc(1, sizeof(*state));
   if (state == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   snprintf(state->name, sizeof(state->name), "%s", name);
@@ -766,7 +107,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
     free(state);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, message);
   }
-  /* worker processes: each instance has the model's series, labelled with its worker */
+  /* worker processes: each instance has the model's series, labelled with its worker process */
   if (!state->settings.worker_processes) metrics_model_new(&state->metrics, state->name, state->version, NULL);
   TRITONSERVER_Error* error = TRITONBACKEND_ModelSetState(model, state);
   if (error != NULL) {
@@ -786,71 +127,6 @@ TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {
   return NULL;
 }
 
-static void free_instance(struct instance_state* inst) {
-  if (inst->metrics == &inst->worker_metrics) metrics_model_delete(&inst->worker_metrics);
-  if (inst->fd >= 0) close(inst->fd);
-  if (inst->slots != NULL) {
-    for (uint32_t i = 0; i < inst->n_slots; i++) {
-      struct slot* slot = &inst->slots[i];
-      arena_free(&slot->in);
-      arena_free(&slot->out);
-      wire_buf_free(&slot->msg);
-      wire_buf_free(&slot->data);
-      free(slot->requests);
-      free(slot->factories);
-      free(slot->open);
-      free(slot->inputs);
-    }
-    free(inst->slots);
-  }
-  wire_buf_free(&inst->rx);
-  pthread_mutex_destroy(&inst->lock);
-  pthread_mutex_destroy(&inst->send_lock);
-  pthread_cond_destroy(&inst->changed);
-  free(inst);
-}
-
-/* Connects to the worker's socket; while nobody listens there (a worker process being started
- * again) tries again for up to wait_ms. A path that is missing fails at once. */
-static int connect_waiting(const char* path, int wait_ms) {
-  uint64_t deadline = now_ns() + (uint64_t)wait_ms * 1000000u;
-  int fd;
-  while ((fd = transport_connect(path)) < 0) {
-    if (errno == ENOENT || now_ns() > deadline) return -1;
-    struct timespec pause = {0, 20 * 1000 * 1000};
-    nanosleep(&pause, NULL);
-  }
-  return fd;
-}
-
-/* HELLO, and the worker's WELCOME: the model is ready only once its worker answered. */
-static TRITONSERVER_Error* handshake(struct instance_state* inst, const char* path) {
-  size_t name_len = strlen(inst->name);
-  uint8_t hello[WIRE_HEADER_SIZE];
-  struct wire_header header = {WIRE_VERSION, WIRE_HELLO, 0, inst->n_slots, 0, (uint64_t)getpid(), 0,
-                               (uint32_t)name_len, 0, 0};
-  wire_put_header(hello, &header);
-  struct iovec iov[2] = {{hello, sizeof(hello)}, {inst->name, name_len}};
-  if (transport_send(inst->fd, iov, 2, -1) != 0)
-    return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "cannot greet the relay server at %s: %s", path, strerror(errno));
-  int ready = transport_wait(inst->fd, 0, inst->model->settings.handshake_timeout_ms);
-  int fd = -1;
-  const char* problem = "no answer from the relay server";
-  if (ready > 0 && transport_recv(inst->fd, &inst->rx, &fd, &problem) == 0) {
-    if (fd >= 0) close(fd);
-    problem = wire_read_header(inst->rx.data, inst->rx.len, &header);
-    if (problem == NULL && header.kind != WIRE_WELCOME) problem = "the relay server did not answer WELCOME";
-    if (problem == NULL && (header.flags & WIRE_FAILED))
-      return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "the relay server at %s refused the relay: %s", path,
-                       scratch(inst, (const char*)inst->rx.data + WIRE_HEADER_SIZE, header.text_len));
-  } else if (fd >= 0) {
-    close(fd);
-  }
-  if (problem != NULL) return error_new(TRITONSERVER_ERROR_UNAVAILABLE, "relay server at %s: %s", path, problem);
-  inst->threshold = header.value ? header.value : UINT64_MAX;
-  return NULL;
-}
-
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance) {
   const char* name;
   TRITONBACKEND_Model* model;
@@ -858,188 +134,14 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
   TRY(TRITONBACKEND_ModelInstanceName(instance, &name));
   TRY(TRITONBACKEND_ModelInstanceModel(instance, &model));
   TRY(TRITONBACKEND_ModelState(model, &model_state));
-  struct instance_state* inst = calloc(1, sizeof(*inst));
-  if (inst == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  inst->fd = -1;
-  inst->model = model_state;
-  inst->instance = instance;
-  pthread_mutex_init(&inst->lock, NULL);
-  pthread_mutex_init(&inst->send_lock, NULL);
-  pthread_cond_init(&inst->changed, NULL);
-  snprintf(inst->name, sizeof(inst->name), "%s", name);
-  /* the instance's index is the number after the last '_' of its name (<model>_<index>) */
-  const char* underscore = strrchr(name, '_');
-  int index = underscore != NULL ? atoi(underscore + 1) : 0;
-  const char* path = inst->path;
-  char message[512];
-  struct settings settings;
-  TRITONSERVER_Error* error = NULL;
-  inst->metrics = &inst->model->metrics;
-  if (settings_read(inst->model->dir, index, &settings, inst->path, message, sizeof(message)) != 0) {
-    error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, message);
-    goto failed;
-  }
-  if (settings.worker_processes) { /* a series of the relay's metrics per worker */
-    char worker[16];
-    snprintf(worker, sizeof(worker), "%d", index);
-    metrics_model_new(&inst->worker_metrics, inst->model->name, inst->model->version, worker);
-    inst->metrics = &inst->worker_metrics;
-  }
-  inst->n_slots = settings.decoupled ? DECOUPLED_SLOTS : settings.in_flight;
-  inst->spin_ns = settings.spin_us * 1000;
-  inst->slots = calloc(inst->n_slots, sizeof(*inst->slots));
-  if (inst->slots == NULL) {
-    error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    goto failed;
-  }
-  for (uint32_t i = 0; i < inst->n_slots; i++) {
-    struct arena empty = ARENA_INIT;
-    inst->slots[i].index = i;
-    inst->slots[i].in = empty;
-    inst->slots[i].out = empty;
-  }
-  /* threads listen before the load; a worker process may be starting again meanwhile */
-  inst->fd = connect_waiting(path, settings.worker_processes ? settings.restart_wait_ms : 0);
-  if (inst->fd < 0) {
-    error = error_new(TRITONSERVER_ERROR_UNAVAILABLE, "cannot reach the relay server at %s: %s", path, strerror(errno));
-    goto failed;
-  }
-  error = handshake(inst, path);
-  if (error != NULL) goto failed;
-  if (inst->n_slots > 1) {
-    if (pthread_create(&inst->reader, NULL, reader_main, inst) != 0) {
-      error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot start the relay's thread");
-      goto failed;
-    }
-    inst->has_reader = 1;
-  }
-  error = TRITONBACKEND_ModelInstanceSetState(instance, inst);
-  if (error == NULL) return NULL;
-  if (inst->has_reader) {
-    shutdown(inst->fd, SHUT_RDWR);
-    pthread_join(inst->reader, NULL);
-  }
-failed:
-  free_instance(inst);
-  return error;
+  return start_instance(instance, model_state, name);
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance) {
   void* state;
   TRY(TRITONBACKEND_ModelInstanceState(instance, &state));
-  struct instance_state* inst = state;
-  struct timespec deadline;
-  clock_gettime(CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += FINALIZE_WAIT_S;
-  pthread_mutex_lock(&inst->lock);
-  while (inst->busy > 0 && !inst->dead && inst->has_reader) {
-    if (pthread_cond_timedwait(&inst->changed, &inst->lock, &deadline) == ETIMEDOUT) break;
-  }
-  inst->stopping = 1;
-  pthread_mutex_unlock(&inst->lock);
-  shutdown(inst->fd, SHUT_RDWR); /* the reader sees the end and fails what is still in flight */
-  if (inst->has_reader) pthread_join(inst->reader, NULL);
-  free_instance(inst);
+  stop_instance(state);
   return NULL;
-}
-
-/* Whether a request is one of the sequence batcher's null requests (no correlation id): they
- * fill idle batch slots, and their responses are thrown away. */
-static int null_request(TRITONBACKEND_Request* request) {
-  uint8_t kind;
-  uint64_t id;
-  const char* text;
-  TRITONSERVER_Error* error = correlation_id(request, &kind, &id, &text);
-  if (error != NULL) {
-    TRITONSERVER_ErrorDelete(error);
-    return 0;
-  }
-  return kind == WIRE_ID_NONE;
-}
-
-/* Sends the slot's encoded batch; on failure fails it. Returns 0 when sent. */
-static int send_batch(struct instance_state* inst, struct slot* slot) {
-  pthread_mutex_lock(&inst->lock);
-  int dead = inst->dead;
-  if (!dead) slot->state = SLOT_SENT; /* from here the answer may come at any moment */
-  pthread_mutex_unlock(&inst->lock);
-  if (dead) {
-    relay_failure(inst, slot, TRITONSERVER_ERROR_UNAVAILABLE, inst->why);
-    return -1;
-  }
-  slot->compute_start_ns = now_ns();
-  struct iovec iov[2] = {{slot->msg.data, slot->msg.len}, {slot->data.data, slot->data.len}};
-  pthread_mutex_lock(&inst->send_lock);
-  int sent = transport_send(inst->fd, iov, slot->data.len ? 2 : 1, slot->in.pending_fd);
-  int error = errno;
-  pthread_mutex_unlock(&inst->send_lock);
-  if (sent == 0) {
-    slot->in.pending_fd = -1; /* the peer has it; the arena keeps its own */
-    return 0;
-  }
-  pthread_mutex_lock(&inst->lock);
-  int ours = slot->state == SLOT_SENT; /* unless the reader failed it meanwhile */
-  if (ours) slot->state = SLOT_FILLING;
-  pthread_mutex_unlock(&inst->lock);
-  if (ours) {
-    char why[256];
-    snprintf(why, sizeof(why), "cannot send to the relay server: %s", strerror(error));
-    relay_failure(inst, slot, TRITONSERVER_ERROR_UNAVAILABLE, why);
-  }
-  return -1;
-}
-
-/* A worker process that died is started again by the user process's supervisor, listening at the
- * same path: connect to it and greet it. The first batch after the loss waits for it until
- * restart_wait_ms after the loss (holding that batch, so that Triton hands the next ones to the
- * instances whose workers live); later batches try once, and fail at once while it is not back.
- * Called by Execute only, which Triton never runs twice at once for one instance. */
-static void revive(struct instance_state* inst) {
-  if (!inst->has_reader && !inst->dead && transport_wait(inst->fd, 0, 0) > 0) {
-    /* between batches nothing is due from the worker: what is readable is its end (or a nudge) */
-    serve_one(inst, 0);
-  }
-  pthread_mutex_lock(&inst->lock);
-  int lost = inst->dead && !inst->stopping;
-  uint64_t deadline = inst->lost_ns + (uint64_t)inst->model->settings.restart_wait_ms * 1000000u;
-  pthread_mutex_unlock(&inst->lock);
-  if (!lost) return;
-  if (inst->has_reader) { /* it ended when the worker was lost */
-    pthread_join(inst->reader, NULL);
-    inst->has_reader = 0;
-  }
-  uint64_t now = now_ns();
-  int fd = connect_waiting(inst->path, deadline > now ? (int)((deadline - now) / 1000000u) : 0);
-  if (fd < 0) return;
-  close(inst->fd);
-  inst->fd = fd;
-  for (uint32_t i = 0; i < inst->n_slots; i++) { /* the new worker knows none of the old arenas */
-    struct arena empty = ARENA_INIT;
-    arena_free(&inst->slots[i].in);
-    arena_free(&inst->slots[i].out);
-    inst->slots[i].in = empty;
-    inst->slots[i].out = empty;
-  }
-  TRITONSERVER_Error* error = handshake(inst, inst->path);
-  if (error == NULL && inst->n_slots > 1) {
-    if (pthread_create(&inst->reader, NULL, reader_main, inst) == 0)
-      inst->has_reader = 1;
-    else
-      error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot start the relay's thread");
-  }
-  if (error != NULL) {
-    relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "model '%s': the restarted worker process at %s: %s", inst->model->name,
-              inst->path, TRITONSERVER_ErrorMessage(error));
-    TRITONSERVER_ErrorDelete(error);
-    return;
-  }
-  pthread_mutex_lock(&inst->lock);
-  inst->dead = 0;
-  inst->why[0] = '\0';
-  inst->typical_wait_ns = 0;
-  pthread_mutex_unlock(&inst->lock);
-  relay_log(TRITONSERVER_LOG_INFO, __LINE__, "model '%s': instance %s reached its restarted worker process", inst->model->name,
-            inst->name);
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance* instance,

@@ -1,4 +1,4 @@
-/* libFuzzer target for the backend's decoder of the worker's answers (wire_check_result and the
+/* libFuzzer target for the backend's decoder of the relay server's answers (wire_check_result and the
  * readers after it): any bytes, as a message and as an arena, must be refused with a message or
  * read within bounds. Built and run by `make fuzz` (clang, -fsanitize=fuzzer,address,undefined). */
 #include <stdint.h>

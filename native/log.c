@@ -20,3 +20,12 @@ int relay_check(TRITONSERVER_Error* error, int line) {
   TRITONSERVER_ErrorDelete(error);
   return 1;
 }
+
+TRITONSERVER_Error* error_new(TRITONSERVER_Error_Code code, const char* format, ...) {
+  char message[1024];
+  va_list arguments;
+  va_start(arguments, format);
+  vsnprintf(message, sizeof(message), format, arguments);
+  va_end(arguments);
+  return TRITONSERVER_ErrorNew(code, message);
+}

@@ -15,7 +15,7 @@ enum metric {
 };
 
 /* One model version's counters (labels model and version, and worker for a model served by worker
- * processes: one series per worker); all NULL when metrics are off. */
+ * processes: one series per worker process); all NULL when metrics are off. */
 struct model_metrics {
   TRITONSERVER_Metric* metric[METRIC_COUNT];
 };
@@ -24,7 +24,7 @@ struct model_metrics {
  * many times the user process started tritonserver again (--backend-config server-restarts). */
 void metrics_families_new(uint64_t server_restarts);
 void metrics_families_delete(void);
-/* worker: the worker's index as text, or NULL for the model's series. */
+/* worker: the worker process's index as text, or NULL for the model's series. */
 void metrics_model_new(struct model_metrics* metrics, const char* model, const char* version, const char* worker);
 void metrics_model_delete(struct model_metrics* metrics);
 void metrics_add(struct model_metrics* metrics, enum metric which, double value);

@@ -11,8 +11,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 int transport_connect(const char* path) {
   struct sockaddr_un address;
@@ -97,12 +98,6 @@ int transport_send(int fd, const struct iovec* iov, int iovcnt, int pass_fd) {
 
 int transport_nudge(int fd) {
   return transport_send(fd, NULL, 0, -1);
-}
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 int transport_wait(int fd, uint64_t spin_ns, int timeout_ms) {

@@ -1,4 +1,4 @@
-/* The relay's transport, C side: a Unix stream socket to the worker carrying length-prefixed
+/* The relay's transport, C side: a Unix stream socket to the relay server carrying length-prefixed
  * messages (wire.h), and shared-memory arenas (sealed memfds) whose descriptors travel over the
  * same socket (SCM_RIGHTS): nothing of them is ever named in /dev/shm, so nothing can be left there. */
 #ifndef PYTRITON_LIKE_TRANSPORT_H
@@ -14,10 +14,10 @@
 int transport_connect(const char* path);
 
 /* Sends one message: a u64 length (the sum of the iovecs' lengths), then the iovecs, with
- * pass_fd (when >= 0) attached. 0, or -1 with errno set (EPIPE: the worker is gone). */
+ * pass_fd (when >= 0) attached. 0, or -1 with errno set (EPIPE: the relay server is gone). */
 int transport_send(int fd, const struct iovec* iov, int iovcnt, int pass_fd);
 
-/* A message of length 0, telling the worker a batch follows shortly. */
+/* A message of length 0, telling the relay server a batch follows shortly. */
 int transport_nudge(int fd);
 
 /* Waits until fd is readable: polls without sleeping for spin_ns first, then sleeps up to
@@ -44,7 +44,7 @@ struct arena {
 
 /* The pages an arena keeps between batches: those beyond it are given back after each batch that
  * used them, so an arena that grew for one large request holds no more than this once it is done.
- * pytriton_like/relay/shm.py (ARENA_KEEP_BYTES) says the same to the worker. */
+ * pytriton_like/relay/shm.py (ARENA_KEEP_BYTES) says the same to the relay server. */
 #define ARENA_KEEP ((size_t)16 << 20)
 
 /* Makes sure the arena holds needed bytes, replacing it with a larger one when it does not

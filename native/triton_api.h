@@ -32,6 +32,11 @@ typedef struct TRITONBACKEND_Input TRITONBACKEND_Input;
 typedef struct TRITONBACKEND_Output TRITONBACKEND_Output;
 typedef struct TRITONBACKEND_Response TRITONBACKEND_Response;
 typedef struct TRITONBACKEND_ResponseFactory TRITONBACKEND_ResponseFactory;
+typedef struct TRITONSERVER_Server TRITONSERVER_Server;
+typedef struct TRITONSERVER_InferenceRequest TRITONSERVER_InferenceRequest;
+typedef struct TRITONSERVER_InferenceResponse TRITONSERVER_InferenceResponse;
+typedef struct TRITONSERVER_InferenceTrace TRITONSERVER_InferenceTrace;
+typedef struct TRITONSERVER_ResponseAllocator TRITONSERVER_ResponseAllocator;
 
 /* Enumerations: the values are Triton's (declaration order in tritonserver.h). */
 typedef enum {
@@ -87,7 +92,81 @@ TRITONSERVER_Error* TRITONSERVER_MetricNew(TRITONSERVER_Metric** metric, TRITONS
 TRITONSERVER_Error* TRITONSERVER_MetricDelete(TRITONSERVER_Metric* metric);
 TRITONSERVER_Error* TRITONSERVER_MetricIncrement(TRITONSERVER_Metric* metric, double value);
 
+/* tritonserver.h: running an inference request in Triton's core (nested calls, calls.h) */
+TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error* error);
+TRITONSERVER_Error* TRITONSERVER_MessageDelete(TRITONSERVER_Message* message);
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorAllocFn_t)(
+    TRITONSERVER_ResponseAllocator* allocator, const char* tensor_name, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id, void* userp, void** buffer, void** buffer_userp,
+    TRITONSERVER_MemoryType* actual_memory_type, int64_t* actual_memory_type_id);
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorReleaseFn_t)(
+    TRITONSERVER_ResponseAllocator* allocator, void* buffer, void* buffer_userp, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id);
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorStartFn_t)(TRITONSERVER_ResponseAllocator* allocator,
+                                                                       void* userp);
+typedef void (*TRITONSERVER_InferenceRequestReleaseFn_t)(TRITONSERVER_InferenceRequest* request, const uint32_t flags,
+                                                         void* userp);
+typedef void (*TRITONSERVER_InferenceResponseCompleteFn_t)(TRITONSERVER_InferenceResponse* response,
+                                                           const uint32_t flags, void* userp);
+TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(TRITONSERVER_ResponseAllocator** allocator,
+                                                      TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn,
+                                                      TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn,
+                                                      TRITONSERVER_ResponseAllocatorStartFn_t start_fn);
+TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorDelete(TRITONSERVER_ResponseAllocator* allocator);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceRequest** request,
+                                                     TRITONSERVER_Server* server, const char* model_name,
+                                                     const int64_t model_version);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestDelete(TRITONSERVER_InferenceRequest* request);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetId(TRITONSERVER_InferenceRequest* request, const char* id);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetFlags(TRITONSERVER_InferenceRequest* request, uint32_t flags);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetCorrelationId(TRITONSERVER_InferenceRequest* request,
+                                                                  uint64_t correlation_id);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetCorrelationIdString(TRITONSERVER_InferenceRequest* request,
+                                                                        const char* correlation_id);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestCancel(TRITONSERVER_InferenceRequest* request);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddInput(TRITONSERVER_InferenceRequest* request, const char* name,
+                                                          const TRITONSERVER_DataType datatype, const int64_t* shape,
+                                                          uint64_t dim_count);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestAppendInputData(TRITONSERVER_InferenceRequest* request,
+                                                                 const char* name, const void* base, size_t byte_size,
+                                                                 TRITONSERVER_MemoryType memory_type,
+                                                                 int64_t memory_type_id);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER_InferenceRequest* request,
+                                                                    const char* name);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetReleaseCallback(TRITONSERVER_InferenceRequest* request,
+                                                                    TRITONSERVER_InferenceRequestReleaseFn_t release_fn,
+                                                                    void* release_userp);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetResponseCallback(
+    TRITONSERVER_InferenceRequest* request, TRITONSERVER_ResponseAllocator* allocator, void* allocator_userp,
+    TRITONSERVER_InferenceResponseCompleteFn_t response_fn, void* response_userp);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetStringParameter(TRITONSERVER_InferenceRequest* request,
+                                                                    const char* key, const char* value);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetIntParameter(TRITONSERVER_InferenceRequest* request,
+                                                                 const char* key, const int64_t value);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetBoolParameter(TRITONSERVER_InferenceRequest* request,
+                                                                  const char* key, const bool value);
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetDoubleParameter(TRITONSERVER_InferenceRequest* request,
+                                                                    const char* key, const double value);
+TRITONSERVER_Error* TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceResponse* response);
+TRITONSERVER_Error* TRITONSERVER_InferenceResponseError(TRITONSERVER_InferenceResponse* response);
+TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutputCount(TRITONSERVER_InferenceResponse* response,
+                                                              uint32_t* count);
+TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutput(TRITONSERVER_InferenceResponse* response,
+                                                         const uint32_t index, const char** name,
+                                                         TRITONSERVER_DataType* datatype, const int64_t** shape,
+                                                         uint64_t* dim_count, const void** base, size_t* byte_size,
+                                                         TRITONSERVER_MemoryType* memory_type,
+                                                         int64_t* memory_type_id, void** userp);
+TRITONSERVER_Error* TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server* server, const char* model_name,
+                                                    const int64_t model_version, bool* ready);
+TRITONSERVER_Error* TRITONSERVER_ServerModelConfig(TRITONSERVER_Server* server, const char* model_name,
+                                                   const int64_t model_version, const uint32_t config_version,
+                                                   TRITONSERVER_Message** model_config);
+TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(TRITONSERVER_Server* server, TRITONSERVER_InferenceRequest* request,
+                                                  TRITONSERVER_InferenceTrace* trace);
+
 /* tritonbackend.h: what Triton provides */
+TRITONSERVER_Error* TRITONBACKEND_ModelServer(TRITONBACKEND_Model* model, TRITONSERVER_Server** server);
 TRITONSERVER_Error* TRITONBACKEND_ApiVersion(uint32_t* major, uint32_t* minor);
 /* The --backend-config options of this backend, as JSON {"cmdline": {"key": "value", ...}}; owned by Triton. */
 TRITONSERVER_Error* TRITONBACKEND_BackendConfig(TRITONBACKEND_Backend* backend, TRITONSERVER_Message** backend_config);

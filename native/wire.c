@@ -250,3 +250,105 @@ const char* wire_next_response(struct wire_cursor* c, struct wire_response* r) {
 }
 
 const char* wire_next_tensor(struct wire_cursor* c, struct wire_tensor* t) { return check_tensor(c, t); }
+
+const char* wire_model_text(const uint8_t* body, const struct wire_header* header, struct wire_call* call) {
+  const char* text = (const char*)body + WIRE_HEADER_SIZE;
+  const char* end = text + header->text_len;
+  const char* nul = memchr(text, 0, header->text_len);
+  if (nul == NULL) return "the model text has no NUL after the name";
+  call->model = text;
+  call->model_len = (size_t)(nul - text);
+  call->version = nul + 1;
+  nul = memchr(call->version, 0, (size_t)(end - call->version));
+  call->version_len = (size_t)((nul != NULL ? nul : end) - call->version);
+  call->request_id = nul != NULL ? nul + 1 : end;
+  call->request_id_len = (size_t)(end - call->request_id);
+  if (call->model_len == 0 || call->model_len > 255) return "the model name is empty or too long";
+  if (header->kind == WIRE_CALL && nul == NULL) return "the model text has no NUL after the version";
+  if (call->version_len > 64 || call->request_id_len > 255) return "the model version or the request id is too long";
+  if (memchr(call->request_id, 0, call->request_id_len) != NULL) return "the request id holds a NUL byte";
+  return NULL;
+}
+
+const char* wire_next_param(struct wire_cursor* c, struct wire_param* p) {
+  if (c->len - c->pos < WIRE_PARAM_SIZE) return "parameter record runs past the message";
+  const uint8_t* at = c->body + c->pos;
+  p->type = at[0];
+  p->key_len = (uint16_t)get_le(at + 2, 2);
+  p->value_len = (uint32_t)get_le(at + 4, 4);
+  c->pos += WIRE_PARAM_SIZE;
+  if (c->len - c->pos < p->key_len) return "parameter key runs past the message";
+  p->key = (const char*)c->body + c->pos;
+  c->pos += p->key_len;
+  if (c->len - c->pos < p->value_len) return "parameter value runs past the message";
+  p->value = c->body + c->pos;
+  c->pos += p->value_len;
+  if (p->key_len == 0 || memchr(p->key, 0, p->key_len) != NULL) return "parameter key is empty or holds a NUL byte";
+  switch (p->type) {
+    case WIRE_PARAM_STRING:
+      if (memchr(p->value, 0, p->value_len) != NULL) return "text parameter holds a NUL byte";
+      return NULL;
+    case WIRE_PARAM_INT: case WIRE_PARAM_DOUBLE: return p->value_len == 8 ? NULL : "number parameter not of 8 bytes";
+    case WIRE_PARAM_BOOL: return p->value_len == 1 ? NULL : "bool parameter not of 1 byte";
+    default: return "parameter of an unknown type";
+  }
+}
+
+const char* wire_next_name(struct wire_cursor* c, const char** name, uint16_t* name_len) {
+  if (c->len - c->pos < 2) return "output name runs past the message";
+  *name_len = (uint16_t)get_le(c->body + c->pos, 2);
+  c->pos += 2;
+  if (*name_len == 0 || c->len - c->pos < *name_len) return "output name is empty or runs past the message";
+  *name = (const char*)c->body + c->pos;
+  c->pos += *name_len;
+  if (memchr(*name, 0, *name_len) != NULL) return "output name holds a NUL byte";
+  return NULL;
+}
+
+const char* wire_check_call(const uint8_t* body, size_t len, const uint8_t* arena, size_t arena_len,
+                            struct wire_header* header, struct wire_call* call, struct wire_cursor* cursor) {
+  const char* error = wire_read_header(body, len, header);
+  if (error != NULL) return error;
+  if (header->kind != WIRE_CALL) return "expected a CALL";
+  if (header->count != 1) return "a CALL holds one request";
+  error = wire_model_text(body, header, call);
+  if (error != NULL) return error;
+  struct wire_cursor c = {body, len, wire_align(WIRE_HEADER_SIZE + (size_t)header->text_len, 8), arena, arena_len,
+                          header->data_offset, 0};
+  if (c.pos > len || len - c.pos < WIRE_REQUEST_SIZE) return "request record runs past the message";
+  const uint8_t* at = body + c.pos;
+  call->n_inputs = (uint16_t)get_le(at, 2);
+  call->n_params = (uint16_t)get_le(at + 2, 2);
+  call->n_outputs = (uint16_t)get_le(at + 4, 2);
+  call->id_kind = at[6];
+  call->flags = (uint32_t)get_le(at + 8, 4);
+  call->id = get_le(at + 12, 8);
+  call->id_text = NULL;
+  c.pos += WIRE_REQUEST_SIZE;
+  if (call->id_kind > WIRE_ID_STRING) return "request has an unknown id kind";
+  if (call->flags & ~3u) return "request has unknown flags";
+  if (call->id_kind == WIRE_ID_STRING) {
+    if (call->id == 0 || call->id > 65535 || len - c.pos < call->id) return "request id text is empty or runs past the message";
+    call->id_text = (const char*)body + c.pos;
+    if (memchr(call->id_text, 0, (size_t)call->id) != NULL) return "request id text holds a NUL byte";
+    c.pos += (size_t)call->id;
+  }
+  size_t first = c.pos;
+  for (uint16_t i = 0; i < call->n_params; i++) {
+    struct wire_param p;
+    if ((error = wire_next_param(&c, &p)) != NULL) return error;
+  }
+  for (uint16_t i = 0; i < call->n_outputs; i++) {
+    const char* name;
+    uint16_t name_len;
+    if ((error = wire_next_name(&c, &name, &name_len)) != NULL) return error;
+  }
+  for (uint16_t i = 0; i < call->n_inputs; i++) {
+    struct wire_tensor t;
+    if ((error = check_tensor(&c, &t)) != NULL) return error;
+  }
+  if (c.pos > header->data_offset) return "records run into the data section";
+  *cursor = c;
+  cursor->pos = first;
+  return NULL;
+}

@@ -19,10 +19,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 
-enum wire_kind { WIRE_HELLO = 1, WIRE_WELCOME = 2, WIRE_BATCH = 3, WIRE_RESULT = 4, WIRE_CANCEL = 5 };
-enum wire_flag { WIRE_FINAL = 1, WIRE_FAILED = 2, WIRE_NEW_ARENA = 4 };
+enum wire_kind {
+  WIRE_HELLO = 1, WIRE_WELCOME = 2, WIRE_BATCH = 3, WIRE_RESULT = 4, WIRE_CANCEL = 5,
+  WIRE_CALL = 6, WIRE_REPLY = 7, WIRE_MODEL = 8 /* nested calls (calls.h) */
+};
+enum wire_flag {
+  WIRE_FINAL = 1, WIRE_FAILED = 2, WIRE_NEW_ARENA = 4,
+  WIRE_STREAM = 16 /* CALL: a decoupled model's call, its responses streamed (their tensors inline) */
+};
+/* A nested call's connection has up to this many output arenas: a CALL's slot field is the mask of
+ * those whose outputs the caller still holds, a REPLY's the one its outputs are in. */
+#define WIRE_CALL_ARENAS 32u
 enum wire_where { WIRE_INLINE = 0, WIRE_ARENA = 1 };
 enum wire_id_kind { WIRE_ID_NONE = 0, WIRE_ID_UINT = 1, WIRE_ID_STRING = 2 };
 enum wire_param_type { WIRE_PARAM_STRING = 0, WIRE_PARAM_INT = 1, WIRE_PARAM_BOOL = 2, WIRE_PARAM_DOUBLE = 3 };
@@ -114,6 +123,44 @@ const char* wire_check_result(const uint8_t* body, size_t len, const uint8_t* ar
 /* The next response record / tensor record of a checked RESULT (cannot fail after the check). */
 const char* wire_next_response(struct wire_cursor* cursor, struct wire_response* response);
 const char* wire_next_tensor(struct wire_cursor* cursor, struct wire_tensor* tensor);
+
+/* A checked CALL (a nested call's request): the model, then one request record as in a BATCH.
+ * text is "<model>\0<version>\0<request id>" (an empty version: the latest). */
+struct wire_call {
+  const char* model; /* NUL-terminated within the text */
+  size_t model_len;
+  const char* version; /* NUL-terminated within the text */
+  size_t version_len;
+  const char* request_id; /* not NUL-terminated */
+  size_t request_id_len;
+  uint16_t n_inputs;
+  uint16_t n_params;
+  uint16_t n_outputs;
+  uint8_t id_kind;
+  uint32_t flags; /* the request's sequence flags */
+  uint64_t id;
+  const char* id_text; /* id_kind WIRE_ID_STRING: id bytes, not NUL-terminated */
+};
+
+struct wire_param {
+  uint8_t type;
+  uint16_t key_len;
+  uint32_t value_len;
+  const char* key;
+  const uint8_t* value;
+};
+
+/* Checks a whole CALL body: the text, the request record, every parameter, output name and input
+ * tensor, each tensor's bytes within the message or arena[0, arena_len). NULL when well formed, else
+ * what is wrong; on success *call is filled and *cursor points at the first parameter. */
+const char* wire_check_call(const uint8_t* body, size_t len, const uint8_t* arena, size_t arena_len,
+                            struct wire_header* header, struct wire_call* call, struct wire_cursor* cursor);
+/* The next parameter / requested output name of a checked CALL (in that order; then its tensors
+ * with wire_next_tensor). */
+const char* wire_next_param(struct wire_cursor* cursor, struct wire_param* param);
+const char* wire_next_name(struct wire_cursor* cursor, const char** name, uint16_t* name_len);
+/* The model text of a MODEL or CALL: "<model>\0<version>"; NULL when well formed. */
+const char* wire_model_text(const uint8_t* body, const struct wire_header* header, struct wire_call* call);
 
 /* Bytes per element of a Triton data type; 0 for BYTES and unknown types. */
 size_t wire_dtype_size(uint8_t dtype);

@@ -28,7 +28,8 @@ from .model_config import ModelConfig, Tensor
 from .models.bindings import BoundModels, bound_model_config
 from .models.worker_process import check_not_in_worker
 from .models.worker_options import WorkerOptions
-from .models.loopback import LoopbackClients
+from .models.nested_calls import NestedCalls
+from .models.nested_settings import NestedCallSettings
 from .models.model import Model
 from .server.config import DEFAULT_RELAY_SPIN_US
 from .server.control import ControlError, ServerControl
@@ -85,7 +86,7 @@ class RemoteTriton:
         self._stopped = False
         self._stop_requested = threading.Event()
         self._models_api: Optional[ServerModels] = None  # the server's model management, once connected
-        self._loopback: Optional[LoopbackClients] = None
+        self._loopback: Optional[NestedCalls] = None
         self._supervisor: Optional[Supervisor] = None  # of the models' worker processes, once one has some
         self._tags = 0
 
@@ -269,7 +270,8 @@ class RemoteTriton:
             self._workspace.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
         for folder in (self._workspace / "model_repository", self._workspace / "sockets"):
             folder.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
-        self._loopback = LoopbackClients(self._url.with_scheme, access_token=self._access_token)
+        # the server's call socket is in its own workspace: nested calls go over its url
+        self._loopback = NestedCalls(NestedCallSettings(self._url.with_scheme, access_token=self._access_token))
 
     def _wait_for_server(self) -> None:
         control = self._models_api.control

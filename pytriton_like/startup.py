@@ -1,6 +1,6 @@
 """One run of tritonserver for a ``Triton``: what ``run()`` starts and ``stop()`` ends.
 
-:class:`ServerRun` holds what a run creates (the supervisor, the workspace, the loopback clients,
+:class:`ServerRun` holds what a run creates (the supervisor, the workspace, the nested calls' clients,
 the server process, its control calls, the repository poller), each set as soon as it exists, so
 that :meth:`ServerRun.stop` ends whatever a failed start got to. The order of the start is
 docs/architecture.md's "Start-up". Every process of the run — tritonserver, the OpenAI endpoint's
@@ -19,7 +19,7 @@ from .console import Console
 from .exceptions import PyTritonServerError, PyTritonValidationError
 from .model_config.ensemble import EnsembleConfig, validate_ensemble
 from .models.bindings import Bindings
-from .models.loopback import LoopbackClients, loopback_url
+from .models.nested_calls import NestedCalls
 from .models.availability import Availability
 from .models.model import Model
 from .models.poller import RepositoryPoller
@@ -87,7 +87,7 @@ class ServerRun:
         self._on_given_up = on_given_up
         self.supervisor = Supervisor()
         self.workspace: Optional[Workspace] = None
-        self.loopback: Optional[LoopbackClients] = None
+        self.loopback: Optional[NestedCalls] = None
         self._availability: Dict[str, Availability] = {}
         self._server: Optional[TritonServerChild] = None
         self._startup_models: List[str] = []  # what the first start loads; restarts load what is loaded then
@@ -118,7 +118,7 @@ class ServerRun:
             ports["OpenAI"] = config.openai_endpoint_port()
         check_ports_free(ports, config.http_address or "0.0.0.0")
         self.workspace = Workspace(bundle, self._workspace_path)
-        self.loopback = LoopbackClients(loopback_url(config), access_token=self._security.access_token)
+        self.loopback = NestedCalls.of_run(config, self._security, self.workspace.calls_socket)
         for model in bindings.models:
             self.setup(model)
         for name in bindings.models.names():
@@ -202,8 +202,8 @@ class ServerRun:
             backend_directory=self.workspace.backends,
             cache_directory=self._bundle.caches,
             startup_models=startup_models,
-            restriction=restriction_value(self._security),
-            restarts=restarts,
+            restriction=restriction_value(self._security), restarts=restarts,
+            calls_socket=self.workspace.calls_socket, calls_token=self.loopback.settings.calls_token,
         )
         logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         return argv

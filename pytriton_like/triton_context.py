@@ -107,7 +107,8 @@ class TritonContext:
         model_configs: the model config of each bound callable (PyTriton's attribute).
         model_config: the resolved configuration of the model (inputs, outputs, batching...);
             without it, the only entry of ``model_configs``.
-        loopback: the server's clients for calling models (set by the server; ``None`` outside one).
+        loopback: the server's clients for nested calls, calls of its models (set by the server;
+            ``None`` outside one).
     """
 
     model_configs: ModelConfigDict = dataclasses.field(default_factory=ModelConfigDict)
@@ -144,11 +145,13 @@ class TritonContext:
         """A ``ModelClient`` of another model (or this one) of the server this callable runs in.
 
         The server makes it at first use, keeps it for later calls (asking again is cheap), and
-        closes it at stop: do not close it yourself. It talks gRPC over the loopback interface
-        (HTTP if gRPC is off). A call that gets no answer within ``inference_timeout_s`` fails
-        with ``PyTritonClientTimeoutError`` saying that a cycle of calls may hold every instance
-        (see docs/pipelines.md): a callable must never wait for a model whose instances may all
-        be waiting for it.
+        closes it at stop: do not close it yourself. Its calls are *nested calls*: they go through
+        the relay into tritonserver, which runs them in Triton's core, tensors in shared memory
+        (docs/pipelines.md). For a decoupled model, ``infer_batch`` and ``infer_sample`` return the
+        iterator of its responses. A call that gets no answer within ``inference_timeout_s`` is
+        withdrawn and fails with ``PyTritonClientTimeoutError`` saying that a cycle of calls may
+        hold every instance: a callable must never wait for a model whose instances may all be
+        waiting for it.
 
         Args:
             model_name: the model to call.
@@ -175,8 +178,9 @@ class TritonContext:
     ) -> "AsyncioModelClient":
         """An ``AsyncioModelClient`` of another model of this server, for ``async def`` callables.
 
-        As :meth:`client`, but its calls are awaited and never block the event loop. It belongs
-        to the running event loop (one per model instance), so the server keeps one per loop.
+        As :meth:`client`, but its calls are awaited and never block the event loop (for a
+        decoupled model, awaiting ``infer_batch`` gives an async iterator of its responses). It
+        belongs to the running event loop (one per model instance), so the server keeps one per loop.
 
         Args:
             model_name: the model to call.

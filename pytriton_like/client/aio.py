@@ -19,6 +19,7 @@ from .base import BaseModelClient
 from .connections import CONTROL, INFERENCE
 from .exceptions import PyTritonClientInferenceServerError
 from .inference import InferRequest
+from .readiness import ReadinessWaiter
 from .server_client import AsyncioServerClient
 from .shared_memory import AsyncSharedRegions
 
@@ -264,10 +265,12 @@ class AsyncioModelClient(BaseModelClient, AsyncioServerClient):
             waiter = self._core.waiter(None, asyncio_words=True)
             await self._wait(waiter, check_model=True)
             if self._core.model_config is None:
-                timeout_s = self._core.control_timeout_s(waiter)
-                with self._core.errors("config request", timeout_s):
-                    response = await self._connections.get(CONTROL).get_model_config(
-                        **self._core.model_call(timeout_s)
-                    )
-                self._core.set_model_config(self._core.raw_model_config(response))
+                self._core.set_model_config(await self._read_model_config(waiter))
             self._ready = True
+
+    async def _read_model_config(self, waiter: ReadinessWaiter) -> Dict[str, Any]:
+        """The model's config as Triton's HTTP endpoint writes it, read once the wait for it ended."""
+        timeout_s = self._core.control_timeout_s(waiter)
+        with self._core.errors("config request", timeout_s):
+            response = await self._connections.get(CONTROL).get_model_config(**self._core.model_call(timeout_s))
+        return self._core.raw_model_config(response)

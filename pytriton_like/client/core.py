@@ -15,6 +15,7 @@ import numpy as np
 
 from ..access_tokens import is_local_host
 from ..model_config.triton_model_config import TritonModelConfig
+from ..proxy.types import Request
 from .config_parser import parse_model_config
 from .arguments import CallArgs
 from .error_mapping import translate_stream_error
@@ -31,6 +32,7 @@ from .inference import (
     bind_inputs,
     build_request,
     parse_result,
+    plan_request,
     verify_flag,
     wire_arrays,
 )
@@ -270,6 +272,28 @@ class ClientCore(ServerCore):
             shared=shared,
             **call.sequence,
         )
+
+    def relay_request(self, call: CallArgs, parameters: Optional[Dict[str, Any]] = None) -> Tuple[Request, bool, str]:
+        """A checked call as a nested call sends it through the relay: the request (its arrays,
+        ``parameters``, sequence), whether the result loses a sample's batch axis, and its id.
+        The model config must be known.
+
+        Raises:
+            PyTritonClientModelDoesntSupportBatchingError: a batch for a model that does not batch.
+            PyTritonClientValueError: inputs that do not fit the model.
+        """
+        config = self._require_config()
+        inputs = bind_inputs(config, call.inputs, call.named_inputs)
+        sample = not batches(config) if call.sample is None else call.sample
+        arrays, strip = plan_request(config, inputs, sample=sample, model_name=self.model_name,
+                                     model_version=self.model_version)
+        request = Request(arrays, parameters)
+        sequence = call.sequence
+        if sequence:
+            request.sequence_id = sequence.get("sequence_id")
+            request.sequence_start = bool(sequence.get("sequence_start"))
+            request.sequence_end = bool(sequence.get("sequence_end"))
+        return request, strip, str(next(self._request_ids))
 
     def finish(self, result: Any, request: InferRequest) -> Dict[str, np.ndarray]:
         """The arrays of a result, batch axis stripped for a sample."""

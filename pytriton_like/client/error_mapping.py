@@ -15,6 +15,9 @@ any other status the server answered with                   PyTritonClientInfere
 tritonclient errors without a status (raised client-side)   PyTritonClientError
 ==========================================================  ======================================
 
+A nested call's failure (``relay.calls.CallFailed``: Triton's own error code and message, from
+inside the server) maps as the gRPC status Triton's gRPC endpoint would have sent for that code.
+
 Errors that are already client errors pass through unchanged.
 
 A gRPC stream delivers the server's error responses as data: tritonclient turns each
@@ -33,6 +36,7 @@ from typing import Iterator, Optional, Tuple
 
 from tritonclient.utils import InferenceServerException
 
+from ..relay.calls import CallFailed
 from .exceptions import (
     PyTritonClientError,
     PyTritonClientInferenceServerError,
@@ -45,7 +49,7 @@ __all__ = ["ErrorContext", "mapped_errors", "translate_error", "translate_stream
 
 # What map_errors catches (mapped_errors()); anything else (e.g. a bug of ours) propagates untouched.
 # http.client.HTTPException: geventhttpclient's HTTPConnectionClosed when the server went away mid-answer.
-_ALWAYS_MAPPED = (InferenceServerException, OSError, asyncio.TimeoutError, http.client.HTTPException)
+_ALWAYS_MAPPED = (InferenceServerException, CallFailed, OSError, asyncio.TimeoutError, http.client.HTTPException)
 
 
 def _loaded_type(module: str, name: str) -> Optional[type]:
@@ -60,6 +64,17 @@ def mapped_errors() -> Tuple[type, ...]:
     loaded = (_loaded_type("grpc", "RpcError"), _loaded_type("aiohttp", "ClientError"))
     return _ALWAYS_MAPPED + tuple(kind for kind in loaded if kind is not None)
 
+# Triton's error codes (TRITONSERVER_Error_Code) as its gRPC endpoint answers them.
+_GRPC_STATUS_OF_TRITON_CODE = {
+    0: "StatusCode.UNKNOWN",
+    1: "StatusCode.INTERNAL",
+    2: "StatusCode.NOT_FOUND",
+    3: "StatusCode.INVALID_ARGUMENT",
+    4: "StatusCode.UNAVAILABLE",
+    5: "StatusCode.UNIMPLEMENTED",
+    6: "StatusCode.ALREADY_EXISTS",
+    7: "StatusCode.CANCELLED",
+}
 _TIMEOUT_STATUSES = frozenset({"StatusCode.DEADLINE_EXCEEDED", "408", "504"})
 _NOT_FOUND_STATUSES = frozenset({"StatusCode.NOT_FOUND", "404"})
 _UNAVAILABLE_STATUSES = frozenset({"StatusCode.UNAVAILABLE", "503"})
@@ -110,6 +125,8 @@ def translate_error(exc: BaseException, context: ErrorContext) -> PyTritonClient
         return exc
     if isinstance(exc, InferenceServerException):
         return _from_status(exc.status(), exc.message() or str(exc), context)
+    if isinstance(exc, CallFailed):
+        return _from_status(_GRPC_STATUS_OF_TRITON_CODE.get(exc.code, "StatusCode.UNKNOWN"), exc.message, context)
     rpc_error = _loaded_type("grpc", "RpcError")
     if rpc_error is not None and isinstance(exc, rpc_error):
         code = exc.code() if callable(getattr(exc, "code", None)) else None
@@ -140,9 +157,10 @@ def translate_stream_error(exc: BaseException, context: ErrorContext) -> PyTrito
     Errors of the stream itself (``UNAVAILABLE``, ``CANCELLED``...) carry a status and map
     as in :func:`translate_error`.
     """
-    if isinstance(exc, InferenceServerException) and exc.status() is None:
+    if isinstance(exc, InferenceServerException) and exc.status() is None or isinstance(exc, CallFailed):
+        message = exc.message if isinstance(exc, CallFailed) else exc.message() or exc
         return PyTritonClientInferenceServerError(
-            f"{context.describe()} failed: {exc.message() or exc}", status=None, **context.attributes()
+            f"{context.describe()} failed: {message}", status=None, **context.attributes()
         )
     return translate_error(exc, context)
 

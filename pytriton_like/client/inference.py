@@ -39,6 +39,7 @@ __all__ = [
     "batches",
     "bind_inputs",
     "build_request",
+    "plan_request",
     "wire_arrays",
     "parse_result",
 ]
@@ -176,19 +177,12 @@ def build_request(
         PyTritonClientValueError: an array whose dtype Triton cannot carry or that does not
             match the model's input, or a batch larger than the model's ``max_batch_size``.
     """
-    if not sample and not batches(config):
-        raise PyTritonClientModelDoesntSupportBatchingError(
-            f"model {config.model_name!r} does not support batching (max_batch_size 0); use infer_sample",
-            model_name=model_name,
-            model_version=model_version,
-        )
-    if not sample:
-        _check_batch_size(config, inputs, model_name, model_version)
-    add_batch_axis = sample and batches(config)
+    arrays, add_batch_axis = plan_request(config, inputs, sample=sample, model_name=model_name,
+                                          model_version=model_version)
     lib = tritonclient_module(protocol, asyncio=False)  # imported at the first request
     region, layout = shared if shared is not None else (None, None)
     wrapped = []
-    for name, array in wire_arrays(config, inputs, add_batch_axis).items():
+    for name, array in arrays.items():
         infer_input = lib.InferInput(name, list(array.shape), _datatype(array))
         if layout is not None and name in layout.inputs:
             offset, nbytes = layout.inputs[name]
@@ -221,6 +215,34 @@ def build_request(
         shared_region=region if shared_outputs or (layout is not None and layout.inputs) else None,
         shared_outputs=shared_outputs,
     )
+
+
+def plan_request(
+    config: TritonModelConfig,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    sample: bool,
+    model_name: str,
+    model_version: Optional[str],
+) -> Tuple[Dict[str, np.ndarray], bool]:
+    """The arrays a request of bound inputs sends (see :func:`wire_arrays`), and whether its
+    result must lose the batch axis of 1 added to a sample; the request is checked first.
+
+    Raises:
+        PyTritonClientModelDoesntSupportBatchingError: a batch for a model that does not batch.
+        PyTritonClientValueError: an array whose dtype Triton cannot carry or that does not
+            match the model's input, or a batch larger than the model's ``max_batch_size``.
+    """
+    if not sample and not batches(config):
+        raise PyTritonClientModelDoesntSupportBatchingError(
+            f"model {config.model_name!r} does not support batching (max_batch_size 0); use infer_sample",
+            model_name=model_name,
+            model_version=model_version,
+        )
+    if not sample:
+        _check_batch_size(config, inputs, model_name, model_version)
+    add_batch_axis = sample and batches(config)
+    return wire_arrays(config, inputs, add_batch_axis), add_batch_axis
 
 
 def wire_arrays(

@@ -17,6 +17,7 @@ from .base import BaseModelClient
 from .connections import INFERENCE
 from .exceptions import PyTritonClientInferenceServerError
 from .inference import InferRequest, batches
+from .readiness import ReadinessWaiter
 from .server_client import ServerClient
 from .shared_memory import SharedRegions
 
@@ -329,8 +330,12 @@ class ModelClient(BaseModelClient, ServerClient):
             waiter = self._core.waiter(None)
             self._wait(waiter, check_model=True)
             if self._core.model_config is None:
-                timeout_s = self._core.control_timeout_s(waiter)
-                with self._core.errors("config request", timeout_s):
-                    response = self._control().get_model_config(**self._core.model_call(timeout_s))
-                self._core.set_model_config(self._core.raw_model_config(response))
+                self._core.set_model_config(self._read_model_config(waiter))
             self._ready = True
+
+    def _read_model_config(self, waiter: ReadinessWaiter) -> Dict[str, Any]:
+        """The model's config as Triton's HTTP endpoint writes it, read once the wait for it ended."""
+        timeout_s = self._core.control_timeout_s(waiter)
+        with self._core.errors("config request", timeout_s):
+            response = self._control().get_model_config(**self._core.model_call(timeout_s))
+        return self._core.raw_model_config(response)

@@ -18,7 +18,7 @@ from .worker_pool import WorkerPool
 from .worker_process import WorkerSpec, portable
 
 if TYPE_CHECKING:
-    from .loopback import LoopbackClients
+    from .nested_calls import NestedCalls
 
 __all__ = ["Model"]
 
@@ -75,7 +75,7 @@ class Model:
         shm_limit: Optional[int] = None,
         spin_us: int = 0,
         in_flight: int = 1,
-        loopback: Optional["LoopbackClients"] = None,
+        loopback: Optional["NestedCalls"] = None,
         on_availability: Optional[Callable[[bool], None]] = None,
         supervisor: Optional[Supervisor] = None,
     ) -> None:
@@ -137,7 +137,7 @@ class Model:
         paths: List[str],
         on_unrecoverable: Callable,
         shm_limit: Optional[int],
-        loopback: Optional["LoopbackClients"],
+        loopback: Optional["NestedCalls"],
         on_availability: Optional[Callable[[bool], None]],
         supervisor: Optional[Supervisor],
     ) -> None:
@@ -155,8 +155,7 @@ class Model:
                 address=f"{UNIX_SCHEME}{path}",
                 parent_pid=os.getpid(),
                 shm_limit=shm_limit,
-                loopback_url=loopback.url if loopback is not None else None,
-                access_token=loopback.access_token if loopback is not None else None,
+                nested_calls=loopback.settings if loopback is not None else None,
                 trace_config=self._trace_config,
             )
             for index, path in enumerate(paths)

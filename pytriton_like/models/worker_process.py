@@ -21,7 +21,8 @@ from ..model_config.triton_model_config import TritonModelConfig
 from ..tracing import model_tracer
 from .worker_options import WorkerInfo
 from ..relay_server.strategy import start_model_instance
-from .loopback import LoopbackClients
+from .nested_calls import NestedCalls
+from .nested_settings import NestedCallSettings
 from .warmup import warm_up
 
 __all__ = ["CallableByName", "Cancel", "Ready", "SetupFailed", "Stop", "Unrecoverable", "WORKER_ENV", "WorkerSpec", "check_not_in_worker", "portable", "worker_main"]
@@ -45,8 +46,7 @@ class WorkerSpec:
     address: str
     parent_pid: int
     shm_limit: Optional[int] = None
-    loopback_url: Optional[str] = None
-    access_token: Optional[str] = dataclasses.field(default=None, repr=False)
+    nested_calls: Optional[NestedCallSettings] = None  # how its callable calls models of the server
     trace_config: Optional[List[str]] = None
 
 
@@ -142,7 +142,7 @@ def worker_main(spec: WorkerSpec, conn: Any, busy_flag: Any = None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if spec.info.device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = spec.info.device
-    loopback = LoopbackClients(spec.loopback_url, spec.access_token) if spec.loopback_url else None
+    loopback = NestedCalls(spec.nested_calls) if spec.nested_calls is not None else None
     try:
         worker = _start(spec, conn, loopback, busy_flag)
     except BaseException as exc:  # noqa: BLE001 - whatever failed, the parent must hear why
@@ -164,7 +164,7 @@ def worker_main(spec: WorkerSpec, conn: Any, busy_flag: Any = None) -> None:
         loopback.close()
 
 
-def _start(spec: WorkerSpec, conn: Any, loopback: Optional[LoopbackClients], busy_flag: Any):
+def _start(spec: WorkerSpec, conn: Any, loopback: Optional[NestedCalls], busy_flag: Any):
     infer_func = spec.infer_func
     if isinstance(infer_func, CallableByName):
         infer_func = infer_func.resolve()

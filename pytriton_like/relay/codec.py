@@ -43,6 +43,8 @@ from .wire_format import (  # the format's private constants too: this module is
 __all__ = [
     "decode_batch",
     "encode_batch",
+    "request_head",
+    "read_request",
     "encode_result",
     "plain_outputs",
     "encode_plain_result",
@@ -69,42 +71,9 @@ def decode_batch(body, arena=None) -> Batch:
         raise ProtocolError(f"expected a BATCH, got kind {header.kind}")
     requests = []
     pos = header.records
-    data_offset = header.data_offset
-    unpack_request = REQUEST.unpack_from
     try:
         for _ in range(header.count):
-            n_inputs, n_params, n_outputs, id_kind, _, flags, ident = unpack_request(body, pos)
-            pos += REQUEST.size
-            sequence_id = None
-            if id_kind == ID_UINT:
-                sequence_id = ident
-            elif id_kind == ID_STRING:
-                sequence_id = str(body[pos : pos + ident], "utf-8")
-                pos += ident
-            parameters = {}
-            for _ in range(n_params):
-                kind, _, key_len, value_len = PARAM.unpack_from(body, pos)
-                pos += PARAM.size
-                key = str(body[pos : pos + key_len], "utf-8")
-                pos += key_len
-                parameters[key] = _parameter(kind, body[pos : pos + value_len])
-                pos += value_len
-            outputs = None
-            if n_outputs:
-                outputs = []
-                for _ in range(n_outputs):
-                    (length,) = U16.unpack_from(body, pos)
-                    outputs.append(str(body[pos + 2 : pos + 2 + length], "utf-8"))
-                    pos += 2 + length
-            data = {}
-            for _ in range(n_inputs):
-                name, array, pos = read_tensor(body, pos, data_offset, arena)
-                data[name] = array
-            request = Request(data, parameters, outputs)
-            if id_kind:
-                request.sequence_id = sequence_id
-                request.sequence_start = bool(flags & 1)
-                request.sequence_end = bool(flags & 2)
+            request, pos = read_request(body, pos, header.data_offset, arena)
             requests.append(request)
     except ProtocolError:
         raise
@@ -113,6 +82,43 @@ def decode_batch(body, arena=None) -> Batch:
     if pos > len(body):
         raise ProtocolError("records run past the message")
     return Batch(header.batch_id, header.slot, requests)
+
+
+def read_request(body, pos: int, data_offset: int, arena) -> Tuple[Request, int]:
+    """The request whose record is at ``pos``, and the position after it (a BATCH's, or a CALL's)."""
+    n_inputs, n_params, n_outputs, id_kind, _, flags, ident = REQUEST.unpack_from(body, pos)
+    pos += REQUEST.size
+    sequence_id = None
+    if id_kind == ID_UINT:
+        sequence_id = ident
+    elif id_kind == ID_STRING:
+        sequence_id = str(body[pos : pos + ident], "utf-8")
+        pos += ident
+    parameters = {}
+    for _ in range(n_params):
+        kind, _, key_len, value_len = PARAM.unpack_from(body, pos)
+        pos += PARAM.size
+        key = str(body[pos : pos + key_len], "utf-8")
+        pos += key_len
+        parameters[key] = _parameter(kind, body[pos : pos + value_len])
+        pos += value_len
+    outputs = None
+    if n_outputs:
+        outputs = []
+        for _ in range(n_outputs):
+            (length,) = U16.unpack_from(body, pos)
+            outputs.append(str(body[pos + 2 : pos + 2 + length], "utf-8"))
+            pos += 2 + length
+    data = {}
+    for _ in range(n_inputs):
+        name, array, pos = read_tensor(body, pos, data_offset, arena)
+        data[name] = array
+    request = Request(data, parameters, outputs)
+    if id_kind:
+        request.sequence_id = sequence_id
+        request.sequence_start = bool(flags & 1)
+        request.sequence_end = bool(flags & 2)
+    return request, pos
 
 
 def _parameter(kind: int, raw) -> Any:
@@ -147,28 +153,33 @@ def encode_batch(batch_id: int, slot: int, requests: Sequence[Request], *, arena
     """
     message = Message(arena, threshold)
     for index, request in enumerate(requests):
-        params = request.parameters or {}
-        outputs = request.requested_output_names or ()
-        id_kind, ident, id_text = ID_NONE, 0, b""
-        if isinstance(request.sequence_id, str) and request.sequence_id:
-            id_text = request.sequence_id.encode("utf-8")
-            id_kind, ident = ID_STRING, len(id_text)
-        elif request.sequence_id:
-            id_kind, ident = ID_UINT, int(request.sequence_id)
         flags = request_flags[index] if index < len(request_flags) else (
             int(request.sequence_start) | 2 * int(request.sequence_end))
-        head = bytearray(REQUEST.pack(len(request.data), len(params), len(outputs), id_kind, 0, flags, ident))
-        head += id_text
-        for key, value in params.items():
-            kind, raw = _encode_parameter(value)
-            key_raw = key.encode("utf-8")
-            head += PARAM.pack(kind, 0, len(key_raw), len(raw)) + key_raw + raw
-        for name in outputs:
-            raw = name.encode("utf-8")
-            head += U16.pack(len(raw)) + raw
-        message.item(bytes(head), request.data.items())
+        message.item(request_head(request, flags), request.data.items())
     records, replaced = message.records()
     return message.parts(Kind.BATCH, _NEW_ARENA if replaced else 0, batch_id, message.big, slot, records), replaced
+
+
+def request_head(request: Request, flags: int) -> bytes:
+    """A request's record up to its tensors: the record, its correlation id, parameters and output names."""
+    params = request.parameters or {}
+    outputs = request.requested_output_names or ()
+    id_kind, ident, id_text = ID_NONE, 0, b""
+    if isinstance(request.sequence_id, str) and request.sequence_id:
+        id_text = request.sequence_id.encode("utf-8")
+        id_kind, ident = ID_STRING, len(id_text)
+    elif request.sequence_id:
+        id_kind, ident = ID_UINT, int(request.sequence_id)
+    head = bytearray(REQUEST.pack(len(request.data), len(params), len(outputs), id_kind, 0, flags, ident))
+    head += id_text
+    for key, value in params.items():
+        kind, raw = _encode_parameter(value)
+        key_raw = key.encode("utf-8")
+        head += PARAM.pack(kind, 0, len(key_raw), len(raw)) + key_raw + raw
+    for name in outputs:
+        raw = name.encode("utf-8")
+        head += U16.pack(len(raw)) + raw
+    return bytes(head)
 
 
 # -- RESULT --------------------------------------------------------------------------------------

@@ -33,8 +33,15 @@ batch gets any number of non-final ones first, each with one response per reques
 every request of the batch with the text), CANCEL (backend -> relay server: every stream of the batch
 was cancelled).
 
+Nested calls (a callable calling a model of its server) use the same framing and records on
+another socket, the backend's call socket: HELLO (caller -> backend) and WELCOME, then MODEL
+questions and CALLs (caller -> backend, one request record as in a BATCH) answered by REPLYs (one
+response record as in a RESULT, or FAILED with Triton's error code); :mod:`.call_codec` says what
+each field holds.
+
 The format's definitions are in :mod:`.wire_format` (constants, kinds, flags, records, header,
-BYTES serialisation), the encoders and decoders in :mod:`.codec`; this module exports both.
+BYTES serialisation), the encoders and decoders in :mod:`.codec` (nested calls': :mod:`.call_codec`);
+this module exports the first two.
 """
 
 from . import codec, wire_format

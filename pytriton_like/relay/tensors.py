@@ -161,23 +161,26 @@ class Message:
         # a replaced arena's descriptor goes with the next message, even one after a failed encoding
         return records, arena is not None and arena.pending_fd is not None
 
-    def parts(self, kind: int, flags: int, batch_id: int, value: int, slot: int, records: List[bytes]) -> List[Any]:
+    def parts(self, kind: int, flags: int, batch_id: int, value: int, slot: int, records: List[bytes],
+              text: bytes = b"") -> List[Any]:
         head = bytearray(HEADER.size)
+        if text:
+            head += text
+            head += PADDING[-len(head) & 7]
         for record in records:
             head += record
-        return finish(head, kind, flags, len(records), batch_id, value, slot, self.data)
+        return finish(head, kind, flags, len(records), batch_id, value, slot, self.data, len(text))
 
 
 PADDING = [bytes(n) for n in range(ALIGN)]
 
 
 def finish(head: bytearray, kind: int, flags: int, count: int, batch_id: int, value: int, slot: int,
-            data: List[Any]) -> List[Any]:
-    """A message's parts: ``head`` (room for the header, then the records: text-less, so they start
-    right after the header, a multiple of 8) padded to where the data starts, its header filled in,
-    then ``data``."""
+            data: List[Any], text_len: int = 0) -> List[Any]:
+    """A message's parts: ``head`` (room for the header, its text of ``text_len`` bytes padded to a
+    multiple of 8, then the records) padded to where the data starts, its header filled in, then ``data``."""
     head += PADDING[-len(head) & (ALIGN - 1)]
-    HEADER.pack_into(head, 0, PROTOCOL_VERSION, kind, flags, count, batch_id, value, slot, 0, len(head), 0)
+    HEADER.pack_into(head, 0, PROTOCOL_VERSION, kind, flags, count, batch_id, value, slot, text_len, len(head), 0)
     return [head, *data]
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "Kind",
     "Flags",
     "HEADER",
+    "CALL_ARENAS",
     "REQUEST",
     "PARAM",
     "RESPONSE",
@@ -46,7 +47,7 @@ __all__ = [
     "deserialize_bytes",
 ]
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 class Kind(enum.IntEnum):
@@ -57,6 +58,9 @@ class Kind(enum.IntEnum):
     BATCH = 3
     RESULT = 4
     CANCEL = 5
+    CALL = 6  # nested calls (call_codec.py): a request for a model of the server
+    REPLY = 7  # a response to a CALL, or the answer to a MODEL question
+    MODEL = 8  # is a model ready, and what is its config?
 
 
 class Flags(enum.IntFlag):
@@ -66,9 +70,13 @@ class Flags(enum.IntFlag):
     FINAL = 1  # no more RESULTs follow for this batch
     FAILED = 2  # the whole message is an error (the text)
     NEW_ARENA = 4  # the sender's arena of this slot is replaced: its descriptor comes with the message
+    STREAM = 16  # CALL: a decoupled model's call, its responses streamed (their tensors inline)
 
 
 HEADER = struct.Struct("<HBBIQQIIII")
+# A nested call's connection has up to this many output arenas (a CALL's slot: the mask of those the
+# caller still holds; a REPLY's: the one its outputs are in). native/wire.h says the same.
+CALL_ARENAS = 32
 REQUEST = struct.Struct("<HHHBBIQ")
 PARAM = struct.Struct("<BBHI")
 RESPONSE = struct.Struct("<HHI")

@@ -6,6 +6,7 @@ from typing import Dict, List, Optional
 
 from ..relay.backend import BACKEND_NAME
 from .config import TritonConfig
+from .security import ACCESS_TOKEN_HEADER
 
 __all__ = ["server_argv", "connect_host", "local_url", "endpoint_urls"]
 
@@ -47,6 +48,8 @@ def server_argv(
     startup_models: List[str],
     restriction: Optional[str] = None,
     restarts: int = 0,
+    calls_socket: Optional[pathlib.Path] = None,
+    calls_token: Optional[str] = None,
 ) -> List[str]:
     """tritonserver's command line for ``config`` (a pure function).
 
@@ -54,6 +57,10 @@ def server_argv(
         restriction: ``<groups>:<header>=<token>`` for both endpoints (security.py), or None.
         restarts: how many times this server was started again: the relay's backend reports it
             as the ``pytriton_like_server_restarts`` metric (docs/metrics.md).
+        calls_socket: where the relay's backend listens for nested calls (native/calls.h).
+        calls_token: the token the call socket asks of callers (``security.nested_call_token``); it
+            goes after the access token's marker, which the token-hiding library blanks in
+            /proc/<pid>/cmdline.
     """
     argv = [str(binary)]
     argv += [f"--model-repository={path}" for path in model_repositories]
@@ -63,6 +70,10 @@ def server_argv(
         "--model-control-mode=explicit",
         f"--backend-config={BACKEND_NAME},server-restarts={restarts}",
     ]
+    if calls_socket is not None:
+        argv.append(f"--backend-config={BACKEND_NAME},calls-socket={calls_socket}")
+        if calls_token is not None:
+            argv.append(f"--backend-config={BACKEND_NAME},calls-token={ACCESS_TOKEN_HEADER}={calls_token}")
     argv += [f"--load-model={name}" for name in startup_models]
     ports = config.ports
     defaults = {"http_port": ports.get("HTTP"), "grpc_port": ports.get("gRPC"), "metrics_port": ports.get("metrics")}

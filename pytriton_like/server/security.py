@@ -23,6 +23,8 @@ __all__ = [
     "restriction_value",
     "hide_token_environment",
     "check_restriction_overlap",
+    "NESTED_CALL_GROUPS",
+    "nested_call_token",
 ]
 
 logger = logging.getLogger(__name__)
@@ -111,6 +113,16 @@ _RISKS = {
     "trace": "change the trace settings",
     "logging": "change the log settings",
 }
+
+
+# The API groups a nested call uses (relay/calls.py): inference, readiness and model configs.
+NESTED_CALL_GROUPS = frozenset({"inference", "health", "model-config"})
+
+
+def nested_call_token(security: TritonSecurityConfig) -> Optional[str]:
+    """The token the backend's call socket asks of a caller: the access token when a group nested calls
+    use is restricted (as a network client would need it), else None."""
+    return security.access_token if NESTED_CALL_GROUPS & set(security.restricted_endpoints) else None
 
 
 def restriction_value(security: TritonSecurityConfig) -> Optional[str]:

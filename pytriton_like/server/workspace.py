@@ -43,6 +43,8 @@ class Workspace:
         self.model_repository = self.path / "model_repository"
         self.backends = self.path / "backends"
         self.sockets = self.path / "sockets"
+        # where the relay's backend listens for nested calls (native/calls.h)
+        self.calls_socket = self.sockets / "calls"
         self.log_file = self.path / "triton.log"
         relay_backend = library_path()
         # Owner-only folders: what is inside (models, relay settings, sockets) is nobody else's business.

@@ -27,7 +27,7 @@ def source(tmp_path_factory) -> pathlib.Path:
     for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "THIRD_PARTY_NOTICES.md"):
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(ROOT / "third_party", source / "third_party")
-    built = ("*.so", "reaper_wait", "fuzz_wire", "__pycache__")  # the wheel must build its own
+    built = ("*.so", "reaper_wait", "fuzz_wire", "fuzz_call", "__pycache__")  # the wheel must build its own
     server = ("tritonserver",)  # and lay out its own server
     shutil.copytree(ROOT / "pytriton_like", source / "pytriton_like", ignore=shutil.ignore_patterns(*built, *server))
     shutil.copytree(ROOT / "native", source / "native", ignore=shutil.ignore_patterns(*built))

@@ -5,6 +5,7 @@ into it; and a server whose backend API the relay does not support, refused nami
 import importlib.util
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -135,8 +136,8 @@ def test_a_folder_that_is_no_triton_install_is_refused_saying_what_is_missing(tm
 
 def test_a_server_whose_backend_api_is_too_old_for_the_relay_is_refused_naming_both_versions(tmp_path, monkeypatch):
     # The relay's backend built to need backend API 1.99: the server (1.19) is too old for it.
-    sources = [str(ROOT / "native" / name) for name in ("backend.c", "wire.c", "transport.c", "settings.c",
-                                                         "metrics.c", "log.c")]
+    names = re.search(r"^SOURCES := (.*)$", (ROOT / "native" / "Makefile").read_text(), re.MULTILINE)[1].split()
+    sources = [str(ROOT / "native" / name) for name in names]  # the backend's files, as native/Makefile lists them
     library = tmp_path / "libtriton_pytriton_like.so"
     compiler = os.environ.get("CC", "cc").split()
     subprocess.run([*compiler, "-std=gnu11", "-fPIC", "-fvisibility=hidden", "-O1", "-DRELAY_BACKEND_API_MINOR=99",

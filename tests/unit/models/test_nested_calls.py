@@ -10,7 +10,8 @@ from pytriton_like.client.exceptions import PyTritonClientClosedError, PyTritonC
 from pytriton_like.decorators import TritonContext
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonValidationError
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
-from pytriton_like.models.loopback import DEFAULT_LOOPBACK_TIMEOUT_S, LoopbackClients, loopback_url
+from pytriton_like.models.nested_calls import DEFAULT_NESTED_TIMEOUT_S, NestedCalls
+from pytriton_like.models.nested_settings import NestedCallSettings, network_url
 from pytriton_like.triton import TritonConfig
 
 CONFIG = TritonModelConfig(
@@ -22,7 +23,7 @@ CONFIG = TritonModelConfig(
 
 @pytest.fixture
 def loopback():
-    clients = LoopbackClients("grpc://127.0.0.1:1")  # nothing listens: these tests make no calls
+    clients = NestedCalls(NestedCallSettings("grpc://127.0.0.1:1"))  # nothing listens: these tests make no calls
     yield clients
     clients.close()
 
@@ -34,7 +35,7 @@ def test_a_client_is_made_once_per_model_version_and_timeout(loopback):
     assert context.client("Small") is small
     assert context.client("Small", 2) is not small
     assert context.client("Small", "2") is context.client("Small", 2)
-    assert context.client("Small", inference_timeout_s=DEFAULT_LOOPBACK_TIMEOUT_S) is small
+    assert context.client("Small", inference_timeout_s=DEFAULT_NESTED_TIMEOUT_S) is small
     assert context.client("Small", inference_timeout_s=1) is not small
     assert (small.url, small.model_name, small.model_version) == ("grpc://127.0.0.1:1", "Small", None)
 
@@ -110,4 +111,4 @@ def test_a_timeout_says_which_call_may_be_a_cycle(loopback):
     ],
 )
 def test_the_clients_talk_grpc_when_it_is_on_else_http(fields, url):
-    assert loopback_url(TritonConfig(**fields)) == url
+    assert network_url(TritonConfig(**fields)) == url

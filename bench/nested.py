@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""``make bench-nested``: a model calling another model, three ways, side by side in one server.
+
+One server (bench/serve_nested.py) holds ``Inner`` (y = 2x) and three models that call it for each
+request they get: ``Outer`` (a bound callable, ``triton_context.client("Inner")``: a nested call
+through the relay), ``OuterNetwork`` (a bound callable with a gRPC ``ModelClient`` of the server's own
+url: the path nested calls took before) and ``OuterBLS`` (a Triton Python-backend model, BLS). For
+16 floats and for 1 MiB in and out, over gRPC and HTTP, perf_analyzer measures each outer model's
+p50 latency with one request in flight and its throughput with eight; the three models take turns
+within each configuration, and each configuration is measured ``--rounds`` times (the median is
+shown). The table gives each number and the ratios to BLS, with the goals of issue 41.
+
+    make bench-nested                      # about 8 minutes
+    make bench-nested ARGS="--rounds 1 --protocols grpc --sizes 16"
+"""
+
+import argparse
+import contextlib
+import json
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+import measure
+import servers
+
+HERE = pathlib.Path(__file__).resolve().parent
+MODELS = {"relay": "Outer", "network": "OuterNetwork", "bls": "OuterBLS"}
+LABELS = {"relay": "nested call (relay)", "network": "gRPC client (before)", "bls": "Python backend BLS"}
+SIZES = {16: "16 floats", 262144: "1 MiB"}
+# issue 41's goals: ours against BLS (c1: p50 at most this share of BLS's; c8: at least this many times its throughput)
+GOALS = {(16, 1): 1.0, (262144, 1): 0.8, (16, 8): 1.3, (262144, 8): 1.0}
+
+
+def check_answers(server: servers.Server, sizes: List[int]) -> None:
+    """Each outer model answers 2x over HTTP and gRPC, for every size, before anything is timed."""
+    with contextlib.closing(grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")) as grpc_client, \
+            contextlib.closing(httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}")) as http_client:
+        for size in sizes:
+            x = np.random.default_rng(size).random((1, size), dtype=np.float32)
+            for model in MODELS.values():
+                for lib, client in ((grpcclient, grpc_client), (httpclient, http_client)):
+                    infer_input = lib.InferInput("x", list(x.shape), "FP32")
+                    infer_input.set_data_from_numpy(x)
+                    y = client.infer(model, [infer_input]).as_numpy("y")
+                    if y is None or not np.array_equal(y, x * np.float32(2)):
+                        raise measure.BenchError(f"{model} answered wrongly over {lib.__name__}")
+
+
+def measure_all(server: servers.Server, args) -> List[Dict]:
+    results = []
+    keys = list(MODELS)
+    for round_index in range(args.rounds):
+        for size in args.sizes:
+            for protocol in args.protocols:
+                port = server.grpc_port if protocol == "grpc" else server.http_port
+                for concurrency in (1, 8):
+                    order = keys[round_index % len(keys):] + keys[: round_index % len(keys)]
+                    for key in order:
+                        found = measure.perf_analyzer(protocol, port, concurrency=concurrency, model=MODELS[key],
+                                                      shape=f"x:{size}", interval_ms=args.interval_ms)
+                        found.update(path=key, size=size, protocol=protocol, round=round_index)
+                        results.append(found)
+                        print(f"  round {round_index + 1} {SIZES[size]:>9} {protocol:4} c{concurrency} {key:8}"
+                              f" p50 {found['p50_ms'] * 1000:7.0f} us  {found['req_per_s']:8.1f}/s", flush=True)
+    return results
+
+
+def table(results: List[Dict], args) -> str:
+    def median(size, protocol, concurrency, key, field):
+        values = [r[field] for r in results if (r["size"], r["protocol"], r["concurrency"], r["path"])
+                  == (size, protocol, concurrency, key)]
+        return statistics.median(values) if values else float("nan")
+
+    lines = ["| outer model calling Inner | " + " | ".join(LABELS[key] for key in MODELS)
+             + " | relay / BLS | before / BLS | goal |", "|---" * 7 + "|"]
+    for size in args.sizes:
+        for protocol in args.protocols:
+            for concurrency, field, unit in ((1, "p50_ms", "c1 p50"), (8, "req_per_s", "c8 throughput")):
+                values = {key: median(size, protocol, concurrency, key, field) for key in MODELS}
+                shown = [f"{values[key] * 1000:,.0f} µs" if field == "p50_ms" else f"{values[key]:,.0f}/s"
+                         for key in MODELS]
+                relay, before = values["relay"] / values["bls"], values["network"] / values["bls"]
+                goal = GOALS[(size, concurrency)]
+                met = relay <= goal if field == "p50_ms" else relay >= goal
+                sign = "≤" if field == "p50_ms" else "≥"
+                lines.append(f"| {SIZES[size]}, {protocol}, {unit} | " + " | ".join(shown)
+                             + f" | {relay:.2f}× | {before:.2f}× | {sign} {goal}×: {'met' if met else 'MISSED'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--protocols", nargs="+", choices=("grpc", "http"), default=["grpc", "http"])
+    parser.add_argument("--sizes", nargs="+", type=int, choices=sorted(SIZES), default=sorted(SIZES))
+    parser.add_argument("--interval-ms", type=int, default=2000, help="perf_analyzer's measurement window")
+    parser.add_argument("--output", type=pathlib.Path, default=HERE / "results" / "nested.json")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-nested-") as tmp:
+        workdir = pathlib.Path(tmp)
+        server = servers.start_script(HERE / "serve_nested.py", [f"--repository={workdir / 'repository'}"], "nested",
+                                      "nested calls", workdir)
+        with server:
+            check_answers(server, args.sizes)
+            started = time.time()
+            results = measure_all(server, args)
+        report = server.stop_report or {}
+        leftovers = report.get("ports_in_use") or []
+    text = table(results, args)
+    print(text)
+    args.output.write_text(json.dumps({"when": started, "python": sys.version.split()[0], "results": results,
+                                       "table": text}, indent=1) + "\n")
+    print(f"written {args.output}")
+    if leftovers:
+        raise SystemExit(f"ports still in use after the stop: {leftovers}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,400 @@
+"""Nested calls on a real server: callables calling models of their own server through the relay.
+
+Each caller model (``Call``, ``AsyncCall``, and ``CallInWorkers`` in worker processes) reads what to
+call from its request's parameters, makes the nested call with the request's input, and answers
+the called model's first output, or the error it got as text, so that a test sees both as a
+client would.
+"""
+
+import asyncio
+import os
+import pathlib
+import signal
+import stat
+import threading
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from pytriton_like.client import ModelClient
+from pytriton_like.client.exceptions import PyTritonClientError
+from pytriton_like.decorators import batch, triton_context
+from pytriton_like.model_config import EnsembleStep, ModelConfig, SequenceBatcher, Tensor
+from pytriton_like.relay.calls import CallChannel, CallRefused
+from pytriton_like.relay.transport import UNIX_SCHEME
+from pytriton_like.triton import Triton, TritonSecurityConfig
+
+from .conftest import checked_for_leaks, free_config, url_of
+from .handwritten import needs_numpy1, write_model
+
+FLOATS = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
+Y = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
+CALL_OUTPUTS = [Tensor(name="y", dtype=np.float32, shape=(-1,)), Tensor(name="error", dtype=bytes, shape=(1,))]
+SLOW_S = 1.0
+
+SLOW_RUNS = []  # the tags of the requests Slow ran (it runs in this process)
+NESTED_ERRORS = []  # (when, error text) of the nested calls that failed in Call (in this process)
+
+
+def inner(requests):
+    """y = 2x (+ the "add" parameter)."""
+    return [{"y": request["x"] * np.float32(2) + np.float32(request.parameters.get("add", 0))} for request in requests]
+
+
+@batch
+def plus_one(x):
+    return {"y": x + 1}
+
+
+def failing(requests):
+    raise ValueError("Failing always fails")
+
+
+def counter(requests):
+    """A stream of "n" responses (3 by default) per request: x, x + 1, ..."""
+    steps = int(requests[0].parameters.get("n", 3))
+    for step in range(steps):
+        yield [{"y": request["x"] + np.float32(step)} for request in requests]
+
+
+def slow(requests):
+    for request in requests:
+        SLOW_RUNS.append(request.parameters.get("tag", ""))
+    time.sleep(SLOW_S)
+    return [{"y": request["x"]} for request in requests]
+
+
+class RunningSum:
+    """A stateful model: per sequence, the sum of its inputs so far."""
+
+    def __init__(self):
+        self.sums = {}
+
+    def __call__(self, requests):
+        answers = []
+        for request in requests:
+            if request.sequence_start:
+                self.sums[request.sequence_id] = 0
+            self.sums[request.sequence_id] = total = self.sums[request.sequence_id] + request["x"]
+            if request.sequence_end:
+                del self.sums[request.sequence_id]
+            answers.append({"y": total})
+        return answers
+
+
+def _call_one(triton_context, request):
+    """The nested call a request asks for: its target's first output."""
+    parameters = request.parameters
+    client = triton_context.client(parameters["target"], inference_timeout_s=parameters.get("wait_s"))
+    forwarded = {key[4:]: value for key, value in parameters.items() if key.startswith("fwd_")}
+    x = request["x"]
+    mode = parameters.get("mode", "batch")
+    if mode == "sample":
+        return np.stack([first(client.infer_sample(row, parameters=forwarded)) for row in x])
+    if mode == "stream":
+        return np.concatenate([first(response) for response in client.infer_batch(x, parameters=forwarded)], axis=1)
+    if mode == "sequence":  # three calls of one sequence: the last running sum
+        ends = [dict(sequence_start=step == 0, sequence_end=step == 2) for step in range(3)]
+        return [first(client.infer_batch(x, sequence_id=parameters["sid"], **end)) for end in ends][-1]
+    if mode == "keep":  # the first call's outputs are kept while the second one runs
+        kept = first(client.infer_batch(x, parameters=forwarded))
+        second = first(client.infer_batch(x + 1, parameters=forwarded))
+        return np.concatenate([kept, second], axis=1)
+    return first(client.infer_batch(x, parameters=forwarded))
+
+
+def first(outputs):
+    return next(iter(outputs.values()))
+
+
+def _answer(rows, y=None, error=None):
+    text = b"" if error is None else f"{type(error).__name__}: {error}".encode()
+    return {"y": np.zeros((rows, 0), np.float32) if y is None else y.astype(np.float32),
+            "error": np.array([[text]] * rows, dtype=object)}
+
+
+@triton_context
+def call(requests, triton_context):
+    answers = []
+    for request in requests:
+        try:
+            answers.append(_answer(len(request["x"]), _call_one(triton_context, request)))
+        except PyTritonClientError as exc:
+            NESTED_ERRORS.append((time.monotonic(), f"{type(exc).__name__}: {exc}"))
+            answers.append(_answer(len(request["x"]), error=exc))
+    return answers
+
+
+@triton_context
+async def async_call(requests, triton_context):
+    async def one(request):
+        parameters = request.parameters
+        client = triton_context.async_client(parameters["target"], inference_timeout_s=parameters.get("wait_s"))
+        x = request["x"]
+        try:
+            if parameters.get("mode") == "stream":
+                responses = await client.infer_batch(x)
+                return _answer(len(x), np.concatenate([first(r) async for r in responses], axis=1))
+            if parameters.get("mode") == "fan":  # four calls at once
+                parts = await asyncio.gather(*(client.infer_batch(x + i) for i in range(4)))
+                return _answer(len(x), np.concatenate([first(part) for part in parts], axis=1))
+            return _answer(len(x), first(await client.infer_batch(x)))
+        except PyTritonClientError as exc:
+            return _answer(len(x), error=exc)
+
+    return list(await asyncio.gather(*(one(request) for request in requests)))
+
+
+def bind_models(triton):
+    batching = ModelConfig(max_batch_size=16)
+    triton.bind("Inner", inner, FLOATS, Y, config=batching)
+    triton.bind("PlusOne", plus_one, FLOATS, Y, config=batching)
+    triton.bind("Failing", failing, FLOATS, Y, config=batching)
+    triton.bind("Counter", counter, FLOATS, Y, config=ModelConfig(max_batch_size=16, decoupled=True))
+    triton.bind("Slow", slow, FLOATS, Y, config=ModelConfig(max_batch_size=1))
+    triton.bind("Sum", RunningSum(), FLOATS, Y,
+                config=ModelConfig(max_batch_size=4, sequence_batcher=SequenceBatcher(max_sequence_idle_microseconds=60_000_000)))
+    triton.bind_ensemble(
+        "Pipeline",
+        [EnsembleStep("Inner", input_map={"x": "X"}, output_map={"y": "doubled"}),
+         EnsembleStep("PlusOne", input_map={"x": "doubled"}, output_map={"y": "Y"})],
+        [Tensor(name="X", dtype=np.float32, shape=(-1,))], [Tensor(name="Y", dtype=np.float32, shape=(-1,))],
+        max_batch_size=16,
+    )
+    triton.bind("Call", call, FLOATS, CALL_OUTPUTS, config=batching)
+    triton.bind("AsyncCall", async_call, FLOATS, CALL_OUTPUTS, config=batching)
+
+
+@pytest.fixture(scope="module")
+def server():
+    config = free_config()
+    with checked_for_leaks(), Triton(config=config) as triton:
+        bind_models(triton)
+        triton.bind("CallInWorkers", call, FLOATS, CALL_OUTPUTS, config=ModelConfig(max_batch_size=16), workers=2)
+        triton.run()
+        yield triton, config
+
+
+def ask(config, caller, x, protocol="http", **parameters):
+    """The caller's (y, error text) for x, the nested call described by ``parameters``."""
+    with ModelClient(url_of(config, protocol), caller, inference_timeout_s=60) as client:
+        result = client.infer_batch(x=x, parameters=parameters)
+    return result["y"], result["error"][0, 0].decode()
+
+
+X = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+@pytest.mark.parametrize("caller", ["Call", "AsyncCall", "CallInWorkers"])
+def test_a_nested_call_answers_as_the_model_and_goes_through_the_relay(server, caller):
+    _, config = server
+    y, error = ask(config, caller, X, target="Inner")
+    assert error == "" and np.array_equal(y, X * 2)
+    # no process of this test run holds a connection to the server's gRPC port: not over the network
+    processes = [psutil.Process(), *psutil.Process().children(recursive=True)]
+    to_grpc = [c for p in processes for c in p.net_connections("tcp") if c.raddr and c.raddr.port == config.grpc_port]
+    assert to_grpc == []
+
+
+@pytest.mark.parametrize("caller", ["Call", "CallInWorkers"])
+def test_samples_and_parameters_are_carried(server, caller):
+    _, config = server
+    y, error = ask(config, caller, X, target="Inner", mode="sample", fwd_add=5)
+    assert error == "" and np.array_equal(y, X * 2 + 5)
+
+
+@pytest.mark.parametrize("caller", ["Call", "AsyncCall"])
+def test_an_ensemble_is_called_as_one_model(server, caller):
+    _, config = server
+    y, error = ask(config, caller, X, target="Pipeline")
+    assert error == "" and np.array_equal(y, X * 2 + 1)
+
+
+@pytest.mark.parametrize("caller", ["Call", "CallInWorkers"])
+def test_a_sequence_keeps_its_state_across_nested_calls(server, caller):
+    _, config = server
+    y, error = ask(config, caller, X[:1], target="Sum", mode="sequence", sid=f"nested-{caller}")
+    assert error == "" and np.array_equal(y, X[:1] * 3)
+
+
+@needs_numpy1
+def test_a_model_of_the_users_repository_is_called(tmp_path):
+    config = free_config(model_repository=tmp_path)
+    write_model(tmp_path, "Tripled", 3.0)
+    with checked_for_leaks(), Triton(config=config) as triton:
+        triton.bind("Call", call, FLOATS, CALL_OUTPUTS, config=ModelConfig(max_batch_size=16))
+        triton.run()
+        y, error = ask(config, "Call", X[:2, :1], target="Tripled")
+    assert error == "" and np.array_equal(y, X[:2, :1] * 3)
+
+
+def test_a_decoupled_model_streams_its_responses(server):
+    _, config = server
+    y, error = ask(config, "Call", X, target="Counter", mode="stream", fwd_n=4)
+    assert error == "" and np.array_equal(y, np.concatenate([X + i for i in range(4)], axis=1))
+    y, error = ask(config, "AsyncCall", X, target="Counter", mode="stream")
+    assert error == "" and np.array_equal(y, np.concatenate([X + i for i in range(3)], axis=1))
+    y, error = ask(config, "CallInWorkers", X, target="Counter", mode="stream", fwd_n=2)
+    assert error == "" and np.array_equal(y, np.concatenate([X + i for i in range(2)], axis=1))
+
+
+def test_a_failed_call_raises_what_a_client_would(server):
+    _, config = server
+    with ModelClient(url_of(config, "grpc"), "Failing") as client, pytest.raises(PyTritonClientError) as direct:
+        client.infer_batch(x=X)
+    for caller in ("Call", "AsyncCall", "CallInWorkers"):
+        _, error = ask(config, caller, X, target="Failing")
+        assert error == f"{type(direct.value).__name__}: {direct.value}"
+    assert "Failing always fails" in error
+
+
+def test_a_model_the_server_lacks_fails_clearly(server):
+    _, config = server
+    _, error = ask(config, "Call", X, target="Nope", wait_s=0.5)
+    assert error.startswith("PyTritonClientTimeoutError: model 'Call' called model 'Nope' and got no answer in time")
+    assert "Waiting for model Nope/<latest> to be ready timed out" in error
+
+
+@pytest.mark.parametrize("caller", ["Call", "CallInWorkers"])
+def test_large_tensors_go_through_shared_memory_and_kept_outputs_stay_whole(server, caller):
+    _, config = server
+    x = np.random.default_rng(0).random((1, 5_000_000), dtype=np.float32)  # 20 MB
+    y, error = ask(config, caller, x, protocol="grpc", target="Inner")
+    assert error == "" and np.array_equal(y, x * 2)
+    y, error = ask(config, caller, x, protocol="grpc", target="Inner", mode="keep")
+    assert error == "" and np.array_equal(y, np.concatenate([x * 2, (x + 1) * 2], axis=1))
+
+
+def test_many_nested_calls_at_once(server):
+    _, config = server
+    xs = [np.full((1, 3), i, np.float32) for i in range(48)]
+    with ModelClient(url_of(config, "grpc"), "AsyncCall", inference_timeout_s=60) as client:
+        results = []
+        threads = [threading.Thread(target=lambda x=x: results.append(
+            (x, client.infer_batch(x=x, parameters={"target": "Inner", "mode": "fan"})))) for x in xs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert len(results) == len(xs)
+    for x, result in results:
+        assert result["error"][0, 0] == b""
+        assert np.array_equal(result["y"], np.concatenate([(x + i) * 2 for i in range(4)], axis=1))
+
+
+def test_a_timed_out_call_is_withdrawn_and_the_deadlock_message_stays(server):
+    _, config = server
+    SLOW_RUNS.clear()
+    with ModelClient(url_of(config, "grpc"), "Slow", inference_timeout_s=30) as client:
+        busy = threading.Thread(target=client.infer_batch, kwargs={"x": X[:1], "parameters": {"tag": "first"}})
+        busy.start()
+        assert _wait(lambda: SLOW_RUNS == ["first"], 5)
+        _, error = ask(config, "Call", X[:1], target="Slow", wait_s=0.3, fwd_tag="nested")
+        busy.join(30)
+        time.sleep(SLOW_S + 0.5)  # had the nested request stayed queued, it would run now
+        client.infer_batch(x=X[:1], parameters={"tag": "after"})
+    assert error.startswith("PyTritonClientTimeoutError: model 'Call' called model 'Slow' and got no answer in time")
+    assert "did not finish within 0.3 s" in error and "in a cycle (Call -> Slow -> ... -> Call)" in error
+    assert SLOW_RUNS == ["first", "after"]
+
+
+def test_a_model_unloaded_during_calls_and_after_ends_them_at_once(server):
+    """One nested call runs in Slow, another waits in its queue, when Slow is unloaded: both end
+    (as Triton ends them) well before their timeout; a call after the unload fails at once."""
+    triton, config = server
+    SLOW_RUNS.clear()
+    outcomes = {}
+
+    def nested(tag):
+        started = time.monotonic()
+        outcomes[tag] = ask(config, "Call", X[:1], target="Slow", wait_s=30, fwd_tag=tag) + (time.monotonic() - started,)
+
+    callers = [threading.Thread(target=nested, args=(tag,)) for tag in ("running", "queued")]
+    callers[0].start()
+    assert _wait(lambda: SLOW_RUNS == ["running"], 5)
+    callers[1].start()
+    time.sleep(0.2)  # queued behind the running one: Slow has one instance and takes one request a batch
+    triton.unload_model("Slow")
+    for caller in callers:
+        caller.join(30)
+    assert outcomes["running"][1] == ""  # the call in progress ends as it would have
+    assert all(seconds < 2 * SLOW_S + 3 for _, _, seconds in outcomes.values()), outcomes
+    started = time.monotonic()
+    _, error = ask(config, "Call", X[:1], target="Slow", wait_s=30)
+    assert time.monotonic() - started < 5
+    assert error.startswith("PyTritonClientModelNotFoundError") and "Slow" in error
+
+
+def test_a_restarted_tritonserver_fails_the_call_in_progress_at_once_then_serves():
+    config = free_config()
+    with checked_for_leaks(), Triton(config=config) as triton:
+        bind_models(triton)
+        triton.run()
+        assert ask(config, "Call", X, target="Inner")[1] == ""
+        outcome = {}
+
+        def nested():
+            try:
+                outcome["answer"] = ask(config, "Call", X[:1], target="Slow", wait_s=30)
+            except PyTritonClientError as exc:  # the caller's own request dies with tritonserver
+                outcome["answer"] = (None, f"{type(exc).__name__}: {exc}")
+
+        caller = threading.Thread(target=nested)
+        caller.start()
+        assert _wait(lambda: SLOW_RUNS[-1:] == [""], 5)
+        NESTED_ERRORS.clear()
+        killed = time.monotonic()
+        os.kill(triton._server.pid, signal.SIGKILL)  # noqa: SLF001 - the process to kill
+        caller.join(10)
+        assert not caller.is_alive() and outcome["answer"][1] != ""
+        # the nested call failed when its connection went with tritonserver, not at its timeout
+        assert _wait(lambda: NESTED_ERRORS, 5)
+        when, error = NESTED_ERRORS[0]
+        assert when - killed < 2 and error.startswith("PyTritonClientModelUnavailableError"), error
+        assert _wait(lambda: ask_quietly(config) == "", 30)
+
+
+def ask_quietly(config):
+    try:
+        return ask(config, "Call", X, target="Inner")[1]
+    except PyTritonClientError as exc:
+        return str(exc)
+
+
+def test_a_callable_may_still_call_over_the_network_with_a_url(server):
+    _, config = server
+    with ModelClient(url_of(config, "grpc"), "Inner") as client:  # what a callable does with a url of its own
+        assert np.array_equal(client.infer_batch(x=X)["y"], X * 2)
+
+
+def test_the_call_socket_is_the_owners_and_asks_for_the_token_when_inference_is_restricted(tmp_path):
+    config = free_config()
+    security = TritonSecurityConfig(restricted_endpoints=["inference", "model-repository"])
+    workspace = tmp_path / "workspace"
+    with checked_for_leaks(), Triton(config=config, security_config=security, workspace=workspace) as triton:
+        triton.bind("Inner", inner, FLOATS, Y, config=ModelConfig(max_batch_size=16))
+        triton.bind("Call", call, FLOATS, CALL_OUTPUTS, config=ModelConfig(max_batch_size=16))
+        triton.run()
+        token = security.access_token
+        with ModelClient(url_of(config, "grpc"), "Call", access_token=token) as client:
+            result = client.infer_batch(x=X, parameters={"target": "Inner"})
+        assert result["error"][0, 0] == b"" and np.array_equal(result["y"], X * 2)
+        path = workspace / "sockets" / "calls"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        for wrong in (None, "not-the-token"):
+            with pytest.raises(CallRefused, match="access token"):
+                CallChannel(f"{UNIX_SCHEME}{path}", wrong)
+        CallChannel(f"{UNIX_SCHEME}{path}", token).close()
+        cmdline = pathlib.Path(f"/proc/{triton._server.pid}/cmdline").read_bytes()  # noqa: SLF001
+        assert token.encode() not in cmdline and b"calls-token=triton-access-token=xxx" in cmdline
+
+
+def _wait(condition, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
