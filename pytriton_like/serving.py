@@ -40,19 +40,19 @@ class Serving:
         thread, call :meth:`stop` to end it. A signal that comes while the server is still
         starting cuts the start short; ``serve()`` then returns as well, once all is stopped.
 
-        While it serves, a tritonserver (or OpenAI endpoint) that dies is started again on the
-        same ports with the same models, within ``TritonConfig.max_restarts`` and
-        ``restart_window_secs`` (docs/reliability.md).
+        While it serves, a process of the server that dies is started again — tritonserver on the
+        same ports with the same models, the OpenAI endpoint, a worker process — within the
+        bounds of ``TritonConfig`` and ``WorkerOptions`` (docs/reliability.md).
 
         Args:
             monitoring_period_s: how often to check that serving goes on (a process that dies is
                 noticed at once anyway).
 
         Raises:
-            PyTritonServerError: the server failed to start, or tritonserver (or the OpenAI
-                endpoint) died once more than its restart policy allows: the message says how it
-                ended and shows the end of tritonserver's log, so that an orchestrator (systemd,
-                Kubernetes) sees a failure.
+            PyTritonServerError: the server failed to start, or the run's supervisor gave up (a
+                process of the server died once more than its restart policy allows): the message
+                says which, how it ended, and shows the end of tritonserver's log, so that an
+                orchestrator (systemd, Kubernetes) sees a failure.
         """
         self._console.printing = True
         try:
@@ -75,8 +75,8 @@ class Serving:
         if self._given_up is not None:
             policy = self._config.restart_policy()
             raise PyTritonServerError(
-                f"{self._given_up} while serving, and was not started again (TritonConfig.max_restarts="
-                f"{policy.max_restarts} within restart_window_secs={policy.window_s:g}; docs/reliability.md)",
+                f"{self._given_up} while serving; so the run gave up, and was not started again (TritonConfig."
+                f"max_restarts={policy.max_restarts} within restart_window_secs={policy.window_s:g}; docs/reliability.md)",
                 log_tail=self._run.server.log_tail(),
             )
 

@@ -29,7 +29,7 @@ from typing import Callable, Dict, Optional
 from ..exceptions import PyTritonServerError
 from ..server.command_line import connect_host
 from ..server.config import TritonConfig
-from ..supervisor import Child, RestartPolicy, describe_exit
+from ..supervisor import Child, describe_exit
 from .contract import OpenAIModel, catalog_to_json
 
 __all__ = ["OpenAIServer", "is_loopback", "SERVICE_MODULE", "SHUTDOWN_GRACE_S"]
@@ -53,8 +53,6 @@ class OpenAIServer(Child):
         access_token: Triton's access token (sent with every inference call), or None.
         api_key: the key clients must send (``Authorization: Bearer``), or None.
         models: the models it serves, by name, at each start (:meth:`update` tells it changes).
-        policy: how often it is started again when it dies.
-        on_given_up: called with how it ended when it is not started again.
         on_cancel: called (on a thread of this object) with the model's name and the cancel key
             of a streamed request the endpoint gave up on.
         max_unread_bytes: per stream, the most bytes generated but not yet sent to the client
@@ -72,14 +70,11 @@ class OpenAIServer(Child):
         access_token: Optional[str],
         api_key: Optional[str],
         models: Callable[[], Dict[str, OpenAIModel]],
-        policy: RestartPolicy = RestartPolicy(),
-        on_given_up: Callable[[str], None] = lambda cause: None,
         on_cancel: Optional[Callable[[str, str], None]] = None,
         max_unread_bytes: Optional[int] = None,
     ):
         self.host = host
         self.port = port
-        self.policy = policy
         self._settings = {
             "host": host, "port": port, "grpc_target": grpc_target, "access_token": access_token, "api_key": api_key,
             "max_unread_bytes": max_unread_bytes,
@@ -88,7 +83,6 @@ class OpenAIServer(Child):
         self._answers: "queue.Queue[Optional[dict]]" = queue.Queue()  # this process's lines that are no cancel
         self._reader: Optional[threading.Thread] = None
         self._models = models
-        self._on_given_up = on_given_up
         self._lock = threading.Lock()
         self._process: Optional[subprocess.Popen] = None
         self._pidfd = -1
@@ -100,7 +94,6 @@ class OpenAIServer(Child):
         *,
         access_token: Optional[str],
         models: Callable[[], Dict[str, OpenAIModel]],
-        on_given_up: Callable[[str], None],
         on_cancel: Optional[Callable[[str, str], None]] = None,
     ) -> "OpenAIServer":
         """The endpoint ``config`` asks for (``allow_openai``), forwarding to its server's gRPC
@@ -120,16 +113,9 @@ class OpenAIServer(Child):
             access_token=access_token,
             api_key=config.openai_api_key,
             models=models,
-            policy=config.restart_policy(),
-            on_given_up=on_given_up,
             on_cancel=on_cancel,
             max_unread_bytes=config.openai_unread_limit(),
         )
-
-    @property
-    def pid(self) -> int:
-        """The endpoint process's id."""
-        return self._process.pid
 
     def start(self) -> None:
         with self._lock:
@@ -178,9 +164,6 @@ class OpenAIServer(Child):
 
     def stop(self) -> None:
         self.close()
-
-    def given_up(self, cause: str) -> None:
-        self._on_given_up(cause)
 
     def __enter__(self) -> "OpenAIServer":
         return self

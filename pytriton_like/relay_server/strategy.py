@@ -15,10 +15,14 @@ __all__ = ["RelayServer", "start_model_instance", "start_relay_server"]
 
 
 class RelayServer(Protocol):
-    """The user-process end of one model instance's relay, whichever kind serves it."""
+    """The user-process end of one model instance's relay, whichever kind serves it (a model's
+    pool of worker processes answers the same, for all its instances: models/worker_pool.py)."""
 
     def busy(self) -> bool:
         """Whether a batch is being handled (a callable runs, or a stream goes on)."""
+
+    def serving(self) -> bool:
+        """Whether it takes batches now."""
 
     def cancel(self, key: str) -> None:
         """Cancel the streamed request tagged with ``key`` (:mod:`.cancel_keys`); from any thread.
