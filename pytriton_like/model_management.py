@@ -59,7 +59,7 @@ class ModelManagement:
     def unload_model(self, model_name: str) -> None:
         """Unload a model (every version); returns once Triton has unloaded it.
 
-        A bound model keeps its workers while unloaded and can be loaded again.
+        A bound model keeps its relay servers while unloaded and can be loaded again.
 
         Args:
             model_name: the model's name.

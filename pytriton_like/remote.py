@@ -5,7 +5,7 @@ process's ``Triton``). Binding writes the model's repository entry (its config a
 settings, relay.conf) to our own workspace and sends it through the server's model-repository
 API (``load`` with the config and the files), which needs the access token: a server started by
 ``Triton`` on this host records it in an owner-only file per port, where ``RemoteTriton`` finds
-it (docs/remote_mode.md). The server's relay backend connects back to our workers' Unix
+it (docs/remote_mode.md). The server's relay backend connects back to our relay servers' Unix
 sockets, so the server must run on this host, as the same user (and be a pytriton_like server,
 whose workspace has the relay's backend). Closing a ``RemoteTriton``
 unloads its models; the server and its other models go on serving.
@@ -163,7 +163,7 @@ class RemoteTriton(Binder):
             raise PyTritonServerError(f"{self._given_up}: the worker processes are not started again (docs/workers.md)")
 
     def stop(self) -> bool:
-        """Unload our models from the server, stop their workers and remove our workspace.
+        """Unload our models from the server, stop their relay servers and remove our workspace.
 
         The server and its other models go on serving. Safe to call many times.
 

@@ -144,7 +144,6 @@ class Triton(Binder, ModelManagement, Serving):
         self._console = Console(logger)  # serve() prints its lines when no logging is configured
         self._stops = StopRequests(self._console)
         self._run: Optional[ServerRun] = None
-        self._failure: Optional[BaseException] = None
         self._given_up: Optional[str] = None  # why the run's supervisor gave up
 
     # -- context manager -------------------------------------------------------------------
@@ -251,9 +250,8 @@ class Triton(Binder, ModelManagement, Serving):
             _live.add(self)
 
     def _on_unrecoverable(self, error: BaseException) -> None:
-        # Called from a worker thread: stopping joins workers, so it runs on its own thread.
+        # Called from a relay server's thread: stopping joins relay servers, so it runs on its own thread.
         logger.error("unrecoverable error in an inference callable; stopping the server: %s", error)
-        self._failure = error
         self._stops.requested.set()
         threading.Thread(target=self.stop, name="pytriton_like-stop", daemon=True).start()
 

@@ -199,7 +199,7 @@ class Model:
 
 
 def usable_spin_us(spin_us: int, instances: int) -> int:
-    """The spin time a model's relay uses: ``spin_us`` while each instance's stub and worker can
+    """The spin time a model's relay uses: ``spin_us`` while each instance's backend thread and relay server can
     have a CPU of their own, else 0. Spinning pays only when a CPU would otherwise be idle; two
     instances on two cores were slower with it (bench/README.md)."""
     return spin_us if 2 * instances <= len(os.sched_getaffinity(0)) else 0

@@ -60,7 +60,7 @@ class WorkerPool(Child):
         model_name = specs[0].info.model_name
         if options.start_method == "fork":
             _check_forkable(model_name)
-        self.name = f"the worker processes of model {model_name!r}"
+        self.name = f"the pool of model {model_name!r}"
         self.options = options
         self._run = supervisor
         self._on_availability = on_availability or (lambda available: None)
@@ -131,10 +131,7 @@ class WorkerPool(Child):
 
     def start(self) -> None:
         self._clear()
-        self._supervisor = self._run.supervisor(
-            self.options.restart_policy(), name=f"the pool of model {self.workers[0].spec.info.model_name!r}",
-            on_given_up=self._give_up,
-        )
+        self._supervisor = self._run.supervisor(self.options.restart_policy(), name=self.name, on_given_up=self._give_up)
         self._exit_reader, self._exit_writer = os.pipe()
         self._cause = ""
         self._launched = [self._supervisor.launch(worker) for worker in self.workers]
