@@ -157,11 +157,10 @@ class WorkerPool(Child):
 
     def _give_up(self, cause: str) -> None:
         """Its supervisor gave up (on the tree's thread): stop the worker processes, and exit as a child of the run."""
+        policy = self.options.restart_policy()
         logger.error(
-            "model %r: its worker processes are stopped, and started again as one by the run (WorkerOptions.max_restarts=%s"
-            " within restart_window_s=%s; docs/workers.md)",
-            self.workers[0].spec.info.model_name, self.options.restart_policy().max_restarts,
-            f"{self.options.restart_policy().window_s:g}",
+            "%s: its worker processes are stopped, and started again as one by the run (WorkerOptions.max_restarts=%d"
+            " within restart_window_s=%g; docs/workers.md)", self.name, policy.max_restarts, policy.window_s,
         )
         self._cause = cause
         for worker in self.workers:
