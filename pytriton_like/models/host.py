@@ -70,12 +70,6 @@ class ModelHost:
         model.teardown(self.hosting.repository)
         self.models.write_config(self.hosting.repository, model.name)
 
-    def unload(self, name: str) -> None:
-        """Unload every version of model ``name``."""
-        if self.server_models is None:
-            raise no_control(f"unload model {name!r}")
-        self.server_models.unload(name)
-
     def stop_availability(self) -> None:
         """Load and unload no model from now on, whatever its worker processes do (the server stops)."""
         for availability in self._availability.values():

@@ -86,7 +86,6 @@ class ChildRecord:
     Attributes:
         child: the child.
         state: where it is.
-        first: its first start is under way (its launcher is told how it ends; a failure is not retried).
         restarts: how many times it was started again.
         failed_starts: its restarts in a row that did not come to serve.
         quick_exits: its exits in a row that came before it had served steadily (its back-off).
@@ -97,7 +96,6 @@ class ChildRecord:
     def __init__(self, child: Child):
         self.child = child
         self.state = ChildState.STARTING
-        self.first = True
         self.restarts = 0
         self.failed_starts = 0
         self.quick_exits = 0
@@ -112,7 +110,6 @@ class ChildRecord:
         if self.state is not ChildState.STARTING:
             return False
         self.state = ChildState.SERVING
-        self.first = False
         self.failed_starts = 0
         self.serving_since = now
         return True

@@ -92,10 +92,6 @@ class RestartPolicy:
             return 0.0
         return min(self.max_backoff_s, self.first_backoff_s * 2 ** (quick_exits - 2))
 
-    def describe(self) -> str:
-        """The bound in words, for messages."""
-        return f"{self.max_restarts} restarts within {self.window_s:g} s"
-
 
 def describe_exit(returncode: Optional[int]) -> str:
     """A process's end in words: ``"exited with code 1"``, ``"killed by SIGABRT"``, or ``"runs"``."""

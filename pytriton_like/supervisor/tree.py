@@ -184,7 +184,7 @@ class Supervisor:
         if future is not None:  # a first start: its launcher decides
             future.set_exception(exc)
             return
-        self._lost(record, f"its restart failed: {exc}", failed_start=True)
+        self._lost(record, str(exc), failed_start=True)
 
     def _lost(self, record: ChildRecord, cause: str, details: str = "", failed_start: bool = False) -> None:
         """The child ended without being stopped: restart it after its back-off, or give up."""
@@ -194,6 +194,10 @@ class Supervisor:
             served = record.served_s(now)
             if self._watcher.paused or not self.has(record) or not record.lost(now, policy, failed_start):
                 return
+            if failed_start:
+                what = f"{child.name} could not be started again ({cause})"
+            else:
+                what = f"{child.name} exited unexpectedly ({cause})" + (f" after serving {served:.1f} s" if served else "")
             while self._restarts and self._restarts[0] < now - policy.window_s:
                 self._restarts.popleft()
             recent = len(self._restarts)
@@ -208,24 +212,22 @@ class Supervisor:
                 self._restarts.append(now)
             else:
                 record.give_up()
-                self._given_up = f"{child.name} {'could not be started again' if failed_start else 'exited unexpectedly'} ({cause}); {why}"
+                self._given_up = f"{what}; {why}"
                 for other in self._records.values():
                     if other is not record:
                         other.stop()
         _hook(child, "lost")
-        lifetime = f" after serving {served:.1f} s" if served is not None and not failed_start else ""
         details = f"; {details}" if details else ""
         if why is not None:
-            logger.error("%s exited unexpectedly (%s)%s; %s: %s gives up%s", child.name, cause, lifetime, why, self.name, details)
+            logger.error("%s: %s gives up%s", self._given_up, self.name, details)
             try:
                 self._on_given_up(self._given_up)
             except Exception:  # noqa: BLE001 - the tree goes on watching the others
                 logger.exception("%s: giving up", self.name)
             return
         logger.error(
-            "%s exited unexpectedly (%s)%s; starting it again %s (restart %d of at most %d within %g s)%s",
-            child.name, cause, lifetime, f"in {delay:.1f} s" if delay else "at once", recent + 1,
-            policy.max_restarts, policy.window_s, details,
+            "%s; starting it again %s (restart %d of at most %d within %g s)%s",
+            what, f"in {delay:.1f} s" if delay else "at once", recent + 1, policy.max_restarts, policy.window_s, details,
         )
         self._watcher.wake()
 

@@ -128,7 +128,6 @@ def test_the_policy_has_one_set_of_defaults_and_they_agree():
     assert policy.max_backoff_s < policy.grace_s
     assert RestartPolicy.bounded() == policy
     assert RestartPolicy.bounded(3, None) == RestartPolicy(max_restarts=3)
-    assert policy.describe() == f"{policy.max_restarts} restarts within {policy.window_s:g} s"
 
 
 def test_the_backoff_is_for_quick_exits_and_doubles_up_to_its_cap():
@@ -158,10 +157,10 @@ def test_an_inconsistent_policy_is_refused(fields, message):
 
 def test_a_record_moves_through_named_transitions_only():
     record = ChildRecord(Fake("a"))
-    assert record.state is ChildState.STARTING and record.first
+    assert record.state is ChildState.STARTING
     assert not record.lost(0.0, QUICK)  # not serving yet: only a failed start loses a starting child
     assert not record.wait(1.0) and not record.give_up() and not record.starting()
-    assert record.serving(10.0) and record.state is ChildState.SERVING and not record.first
+    assert record.serving(10.0) and record.state is ChildState.SERVING
     assert not record.serving(10.0)
     assert record.lost(20.0, QUICK) and record.state is ChildState.LOST
     assert record.quick_exits == 0  # it had served steadily
@@ -240,10 +239,9 @@ def test_restarts_are_counted_per_supervisor_and_past_the_bound_it_gives_up(tree
     assert second.wait_for(1, "back")
     first.die()  # the third restart of the supervisor's children: one too many
     assert owner.told.wait(10)
-    assert owner.causes == [
-        "first exited unexpectedly (killed by the test); the run restarted its children 2 times within 60 s,"
-        " the most it allows"
-    ]
+    (cause,) = owner.causes
+    assert cause.startswith("first exited unexpectedly (killed by the test) after serving ")
+    assert cause.endswith("; the run restarted its children 2 times within 60 s, the most it allows")
     assert supervisor.given_up == owner.causes[0] and not supervisor.serving()
     assert supervisor.state(first) is ChildState.GIVEN_UP and supervisor.state(second) is ChildState.STOPPED
     second.die()  # a child of a supervisor that gave up is no more restarted
@@ -263,7 +261,7 @@ def test_restarts_that_fail_to_serve_are_given_up_on_after_a_few(tree, caplog):
     assert owner.told.wait(10)
     assert child.starts == 1 + 3
     assert "its last 3 restarts in a row failed to serve" in owner.causes[0]
-    assert "broken could not be started again (its restart failed: cannot start)" in owner.causes[0]
+    assert owner.causes[0].startswith("broken could not be started again (cannot start)")
 
 
 def test_a_child_that_dies_as_it_comes_to_serve_is_a_quick_exit_not_a_failed_start(tree):
@@ -383,8 +381,9 @@ def test_a_pool_past_its_bound_gives_up_as_one_child_of_the_run_which_starts_it_
     assert run.restarts(pool) == 1 and owner.causes == []
     assert (first.starts, pool.workers[1].starts) == (4, 2)  # all its workers started anew
     assert all(pool.supervisor.state(worker) is ChildState.SERVING for worker in pool.workers)
-    assert "the pool exited unexpectedly (it gave up: worker 1 exited unexpectedly (killed by the test);" \
-           " the pool restarted its children 2 times within 60 s, the most it allows)" in caplog.text
+    assert "the pool exited unexpectedly (it gave up: worker 1 exited unexpectedly (killed by the test) after serving" \
+           in caplog.text
+    assert "; the pool restarted its children 2 times within 60 s, the most it allows)" in caplog.text
 
 
 def test_every_spawn_of_the_tree_runs_on_its_one_thread(tree):
