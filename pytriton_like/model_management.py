@@ -54,7 +54,7 @@ class ModelManagement:
             if repository is not None and model_name not in self._bindings.models and model_name in repository:
                 repository.check(model_name)
             models.load(model_name)
-        self._run.say_ready("model", model_name, None)
+        self._run.lines.ready("model", model_name, None)
 
     def unload_model(self, model_name: str) -> None:
         """Unload a model (every version); returns once Triton has unloaded it.
