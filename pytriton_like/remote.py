@@ -18,7 +18,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from typing import List, Optional, Union
+from typing import Optional, Union
 
 from .access_tokens import read_token
 from .binder import Binder

@@ -92,8 +92,9 @@ class Serving:
     def _drain(self) -> None:
         """Report not ready and go on serving for ``drain_secs`` (docs/deployment.md); stop() follows."""
         seconds = self._config.drain_time()
-        if seconds <= 0 or not self.is_alive():
-            return
+        server = self._run.server if self._run is not None else None
+        if seconds <= 0 or self._state is not TritonState.RUNNING or server is None or server.returncode is not None:
+            return  # nothing serves that could drain (a model whose worker processes are being restarted still drains)
         control = self._run.models.control if self._run.models is not None else None
         drain(seconds, control, self._config.strict_readiness, self._run.workspace.model_repository, self._console,
               self._stops.drain_over)

@@ -26,7 +26,7 @@ from .binder import Binder
 from .console import Console
 from .constants import DEFAULT_TRITON_STARTUP_TIMEOUT_S
 from .exceptions import PyTritonInvalidOperationError
-from .model_config import ModelConfig, Tensor
+from .model_config import ModelConfig, Tensor  # noqa: F401 - ModelConfig: importable from here, as before bind() moved
 from .model_config.ensemble import EnsembleStep
 from .model_management import ModelManagement
 from .models.bindings import Bindings
