@@ -83,7 +83,8 @@ class ServerRun:
         self._workspace_path = workspace_path
         self._on_unrecoverable = on_unrecoverable
         self.lines = ServerLines(console, config)
-        self.supervisor = Supervisor(config.restart_policy(), name="the run", on_given_up=on_given_up)
+        self._on_given_up = on_given_up
+        self.supervisor = Supervisor(config.restart_policy(), name="the run", on_given_up=self._given_up)
         self.workspace: Optional[Workspace] = None
         self.loopback: Optional[LoopbackClients] = None
         self.host: Optional[ModelHost] = None
@@ -244,6 +245,12 @@ class ServerRun:
         for what, name, version in expected:
             if not self.models.model_ready(name, version):
                 raise PyTritonServerError(f"{what} {name!r} is not ready after start", log_tail=self.server.log_tail())
+
+    def _given_up(self, cause: str) -> None:
+        """The run's supervisor gave up: a load waiting for tritonserver waits no more; ``Triton`` stops."""
+        if self._server is not None:
+            self._server.abandon()
+        self._on_given_up(cause)
 
     def _server_back(self) -> None:
         """A restarted tritonserver serves: its models are ready, the relay servers reached again."""

@@ -53,6 +53,7 @@ class TritonServerChild(Child):
         self._starts = 0
         self._serving = threading.Condition()
         self._up = False  # the current process serves
+        self._abandoned = False  # stopped, or its supervisor gave up: it serves no more
 
     def start(self) -> None:
         if self.process is not None:  # what the dead one left: its stubs, its reaper
@@ -77,7 +78,7 @@ class TritonServerChild(Child):
         return f"the end of its log:\n{self.process.log_tail()}"
 
     def stop(self) -> None:
-        self._set_up(False)
+        self.abandon()
         if self.process is not None:
             self.process.stop(timeout_s=self._start_timeout_s)
 
@@ -94,9 +95,16 @@ class TritonServerChild(Child):
 
     def wait_serving(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the server to serve (now, or once a restart under way is
-        done); False if it does not by then."""
+        done); False if it does not by then, or will not (see :meth:`abandon`)."""
         with self._serving:
-            return self._serving.wait_for(self.serving, timeout_s)
+            self._serving.wait_for(lambda: self.serving() or self._abandoned, timeout_s)
+            return self.serving()
+
+    def abandon(self) -> None:
+        """It serves no more and is not started again (stopped, or its supervisor gave up): nothing waits for it."""
+        with self._serving:
+            self._up, self._abandoned = False, True
+            self._serving.notify_all()
 
     def log_tail(self) -> str:
         """The last lines the current server printed."""

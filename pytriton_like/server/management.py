@@ -38,7 +38,8 @@ class Server(Protocol):
         """Make its stubs' shared-memory regions owner-only."""
 
     def wait_serving(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for the server to serve (a restart under way done); False if it does not."""
+        """Wait up to ``timeout_s`` for the server to serve (a restart under way done); False if it does not,
+        or will not (it is not started again)."""
 
     def serving(self) -> bool:
         """Whether the server serves now (its process runs, and no restart is under way)."""
@@ -140,8 +141,8 @@ class ServerModels:
         while True:
             if server is not None and not server.wait_serving(max(0.0, deadline - time.monotonic())):
                 raise PyTritonServerError(
-                    f"{self._name} failed to {operation}: it was being started again, and did not serve within"
-                    f" {LOAD_TIMEOUT_S} s", log_tail=server.log_tail(),
+                    f"{self._name} failed to {operation}: it died, and did not serve again within {LOAD_TIMEOUT_S} s"
+                    " (or was not started again)", log_tail=server.log_tail(),
                 )
             try:
                 with self.failing_to(operation):

@@ -75,5 +75,5 @@ def test_a_refused_load_of_a_serving_server_fails_at_once():
 def test_a_server_that_does_not_come_back_fails_the_load_in_time(monkeypatch):
     monkeypatch.setattr(management, "LOAD_TIMEOUT_S", 0.2)
     server = FakeServer(serving=False)
-    with pytest.raises(PyTritonServerError, match="it was being started again, and did not serve within 0.2 s"):
+    with pytest.raises(PyTritonServerError, match="it died, and did not serve again within 0.2 s"):
         ServerModels(FakeControl(server), server).load("Late")
