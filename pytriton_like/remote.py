@@ -11,6 +11,7 @@ whose workspace has the relay's backend). Closing a ``RemoteTriton``
 unloads its models; the server and its other models go on serving.
 """
 
+import itertools
 import logging
 import os
 import pathlib
@@ -84,7 +85,7 @@ class RemoteTriton(Binder):
         self._loopback: Optional[LoopbackClients] = None
         self._supervisor: Optional[Supervisor] = None  # of its models' pools of worker processes, once connected
         self._host: Optional[ModelHost] = None  # once connected
-        self._tags = 0
+        self._tags = itertools.count(1)
 
     # -- context manager ---------------------------------------------------------------------
 
@@ -98,8 +99,7 @@ class RemoteTriton(Binder):
     # -- binding (Binder.bind) -------------------------------------------------------------------
 
     def _next_tag(self) -> str:
-        self._tags += 1
-        return f"r{os.getpid()}m{self._tags}"
+        return f"r{os.getpid()}m{next(self._tags)}"
 
     def _add_model(self, model: Model) -> None:
         with self._lock:
