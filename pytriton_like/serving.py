@@ -75,7 +75,7 @@ class Serving:
         if self._given_up is not None:
             policy = self._config.restart_policy()
             raise PyTritonServerError(
-                f"{self._given_up} while serving; so the run gave up, and was not started again (TritonConfig."
+                f"{self._given_up}; so the run gave up while serving, and was not started again (TritonConfig."
                 f"max_restarts={policy.max_restarts} within restart_window_secs={policy.window_s:g}; docs/reliability.md)",
                 log_tail=self._run.server.log_tail(),
             )
