@@ -191,8 +191,8 @@ def _start(spec: WorkerSpec, conn: Any, loopback: Optional[LoopbackClients], bus
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when the thread that started it ends (the parent's pool thread lives
-    as long as the pool); and exit now if the parent died before this line."""
+    """SIGKILL this process when the thread that started it ends (the supervision tree's thread lives
+    as long as the run); and exit now if the parent died before this line."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)
