@@ -197,7 +197,7 @@ def storm(args) -> int:
                 counts = asyncio.run(storm_load(server, args.kind, args))
                 ended = time.monotonic()
                 while prober.answered_since(ended) is None and time.monotonic() - ended < 30:
-                    time.sleep(0.1)  # a restart under way ends (its back-off is 10 s at most), for the count
+                    time.sleep(0.1)  # a restart under way ends (its back-off is 4 s at most), for the count
                 prober.stop()
                 report = {"run": number + 1, "load": args.kind, "seconds": args.seconds, "clients": args.clients,
                           "restarts": restarts(server), "serving_process_alive": serving_alive(server),

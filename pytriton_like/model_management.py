@@ -54,12 +54,12 @@ class ModelManagement:
             if repository is not None and model_name not in self._bindings.models and model_name in repository:
                 repository.check(model_name)
             models.load(model_name)
-        self._run.say_ready("model", model_name, None)
+        self._run.lines.ready("model", model_name, None)
 
     def unload_model(self, model_name: str) -> None:
         """Unload a model (every version); returns once Triton has unloaded it.
 
-        A bound model keeps its workers while unloaded and can be loaded again.
+        A bound model keeps its relay servers while unloaded and can be loaded again.
 
         Args:
             model_name: the model's name.

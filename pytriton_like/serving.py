@@ -40,19 +40,19 @@ class Serving:
         thread, call :meth:`stop` to end it. A signal that comes while the server is still
         starting cuts the start short; ``serve()`` then returns as well, once all is stopped.
 
-        While it serves, a tritonserver (or OpenAI endpoint) that dies is started again on the
-        same ports with the same models, within ``TritonConfig.max_restarts`` and
-        ``restart_window_secs`` (docs/reliability.md).
+        While it serves, a process of the server that dies is started again — tritonserver on the
+        same ports with the same models, the OpenAI endpoint, a worker process — within the
+        bounds of ``TritonConfig`` and ``WorkerOptions`` (docs/reliability.md).
 
         Args:
             monitoring_period_s: how often to check that serving goes on (a process that dies is
                 noticed at once anyway).
 
         Raises:
-            PyTritonServerError: the server failed to start, or tritonserver (or the OpenAI
-                endpoint) died once more than its restart policy allows: the message says how it
-                ended and shows the end of tritonserver's log, so that an orchestrator (systemd,
-                Kubernetes) sees a failure.
+            PyTritonServerError: the server failed to start, or the run's supervisor gave up (a
+                process of the server died once more than its restart policy allows): the message
+                says which, how it ended, and shows the end of tritonserver's log, so that an
+                orchestrator (systemd, Kubernetes) sees a failure.
         """
         self._console.printing = True
         try:
@@ -75,8 +75,8 @@ class Serving:
         if self._given_up is not None:
             policy = self._config.restart_policy()
             raise PyTritonServerError(
-                f"{self._given_up} while serving, and was not started again (TritonConfig.max_restarts="
-                f"{policy.max_restarts} within restart_window_secs={policy.window_s:g}; docs/reliability.md)",
+                f"{self._given_up}; so the run gave up while serving, and was not started again (TritonConfig."
+                f"max_restarts={policy.max_restarts} within restart_window_secs={policy.window_s:g}; docs/reliability.md)",
                 log_tail=self._run.server.log_tail(),
             )
 
@@ -92,8 +92,9 @@ class Serving:
     def _drain(self) -> None:
         """Report not ready and go on serving for ``drain_secs`` (docs/deployment.md); stop() follows."""
         seconds = self._config.drain_time()
-        if seconds <= 0 or not self.is_alive():
-            return
+        server = self._run.server if self._run is not None else None
+        if seconds <= 0 or self._state is not TritonState.RUNNING or server is None or server.returncode is not None:
+            return  # nothing serves that could drain (a model whose worker processes are being restarted still drains)
         control = self._run.models.control if self._run.models is not None else None
         drain(seconds, control, self._config.strict_readiness, self._run.workspace.model_repository, self._console,
               self._stops.drain_over)

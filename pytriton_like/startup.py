@@ -1,11 +1,11 @@
 """One run of tritonserver for a ``Triton``: what ``run()`` starts and ``stop()`` ends.
 
 :class:`ServerRun` holds what a run creates (the supervisor, the workspace, the nested calls' clients,
-the server process, its control calls, the repository poller), each set as soon as it exists, so
-that :meth:`ServerRun.stop` ends whatever a failed start got to. The order of the start is
-docs/architecture.md's "Start-up". Every process of the run — tritonserver, the OpenAI endpoint's
-process, worker processes — is a child of the run's :class:`~pytriton_like.supervisor.Supervisor`:
-one that dies is started again (docs/reliability.md).
+the models' host, the server process, its control calls, the repository poller), each set as soon
+as it exists, so that :meth:`ServerRun.stop` ends whatever a failed start got to. The order of the
+start is docs/architecture.md's "Start-up". Every process of the run — tritonserver, the OpenAI
+endpoint's process, the pools of worker processes — is a child of the run's
+:class:`~pytriton_like.supervisor.Supervisor`: one that dies is started again (docs/reliability.md).
 """
 
 import dataclasses
@@ -19,19 +19,20 @@ from .console import Console
 from .exceptions import PyTritonServerError, PyTritonValidationError
 from .model_config.ensemble import EnsembleConfig, validate_ensemble
 from .models.bindings import Bindings
+from .models.host import ModelHost
 from .models.nested_calls import NestedCalls
-from .models.availability import Availability
-from .models.model import Model
+from .models.model import Hosting, Model
 from .models.poller import RepositoryPoller
 from .models.repository import remove_model_entry, write_ensemble_entry
 from .models.s3_repository import name_remote_repository
 from .models.user_repository import repository_location
 from .openai.contract import OpenAIModel, catalog
 from .relay.shm import unlink_orphaned_segments
-from .server.bundle import find_install
+from .server.bundle import TritonBundle, find_install
 from .server.child import TritonServerChild
-from .server.command_line import connect_host, endpoint_urls, local_url, server_argv
+from .server.command_line import connect_host, server_argv
 from .server.config import DEFAULT_POLL_SECS, TritonConfig
+from .server.console_lines import Ready, ServerLines
 from .server.control import ServerControl
 from .server.lifecycle import DefaultTritonLifecyclePolicy, TritonLifecyclePolicy, VertextAILifecyclePolicy
 from .server.management import ServerModels, no_control
@@ -51,8 +52,6 @@ logger = logging.getLogger(__name__)
 # Longest wait for tritonserver to start and load the models bound before run().
 _START_TIMEOUT_S = 120
 
-Ready = Tuple[str, str, Optional[int]]  # (what, name, version) of a model or ensemble loaded
-
 
 class ServerRun:
     """The server of one ``Triton`` while it runs.
@@ -63,9 +62,9 @@ class ServerRun:
         bindings: the bound models and ensembles.
         workspace_path: the workspace folder (``None``: a temporary one).
         console: the lines ``serve()`` prints.
-        on_unrecoverable: called from a worker whose callable raised ``PyTritonUnrecoverableError``.
-        on_given_up: called with what failed (a sentence) when tritonserver or the OpenAI endpoint
-            died once more than their restart policy allows.
+        on_unrecoverable: called from a relay server whose callable raised ``PyTritonUnrecoverableError``.
+        on_given_up: called with what failed (a sentence) when the run's supervisor gives up (one
+            of its children died once more than its restart policy allows).
     """
 
     def __init__(
@@ -82,17 +81,19 @@ class ServerRun:
         self._security = security
         self._bindings = bindings
         self._workspace_path = workspace_path
-        self._console = console
         self._on_unrecoverable = on_unrecoverable
+        self.lines = ServerLines(console, config)
         self._on_given_up = on_given_up
-        self.supervisor = Supervisor()
+        self.supervisor = Supervisor(config.restart_policy(), name="the run", on_given_up=self._given_up)
         self.workspace: Optional[Workspace] = None
-        self.loopback: Optional[NestedCalls] = None
-        self._availability: Dict[str, Availability] = {}
+        self.nested_calls: Optional[NestedCalls] = None
+        self.host: Optional[ModelHost] = None
+        self.models: Optional[ServerModels] = None  # None without the HTTP endpoint
+        self._bundle: Optional[TritonBundle] = None
+        self._repositories: List[pathlib.Path] = []
         self._server: Optional[TritonServerChild] = None
         self._startup_models: List[str] = []  # what the first start loads; restarts load what is loaded then
-        self._expected: List[Ready] = []
-        self.models: Optional[ServerModels] = None  # None without the HTTP endpoint
+        self._expected: List[Ready] = []  # checked ready after the first start
         self._poller: Optional[RepositoryPoller] = None
         self._openai: Optional["OpenAIServer"] = None
         self.ready: List[Ready] = []  # for serve()'s lines
@@ -104,69 +105,18 @@ class ServerRun:
             load_polled, unload_polled: what the poll mode does with a model of the user's
                 repository that appeared, changed or went.
         """
-        config, bindings = self._config, self._bindings
-        repository = bindings.repository
-        repository_models = bindings.startup_repository_models(config.model_control_mode, config.load_model)
+        config, repository = self._config, self._bindings.repository
+        repository_models = self._bindings.startup_repository_models(config.model_control_mode, config.load_model)
         # what the poll mode compares with later; taken before the start so changes during it count
-        poll = repository is not None and config.model_control_mode == "poll"
-        known = repository.snapshot() if poll else {}
-        unlink_orphaned_segments()
-        remove_orphaned_workspaces()
-        bundle = find_install(config.triton_home)
-        ports = dict(config.ports)
-        if config.openai_endpoint_port() is not None:
-            ports["OpenAI"] = config.openai_endpoint_port()
-        check_ports_free(ports, config.http_address or "0.0.0.0")
-        self.workspace = Workspace(bundle, self._workspace_path)
-        self.loopback = NestedCalls.of_run(config, self._security, self.workspace.calls_socket)
-        for model in bindings.models:
-            self.setup(model)
-        for name in bindings.models.names():
-            bindings.models.write_config(self.workspace.model_repository, name)
-        configs = bindings.known_configs()
-        for ensemble in bindings.ensembles.values():
-            validate_ensemble(ensemble, configs)  # again: models bound after it are known now
-            write_ensemble_entry(self.workspace.model_repository, ensemble)
-        repositories = [self.workspace.model_repository]
-        if repository is not None:
-            repositories.append(repository.path)
+        known = repository.snapshot() if repository is not None and config.model_control_mode == "poll" else {}
+        bindings = self._bindings
         self._startup_models = bindings.models.names() + repository_models + list(bindings.ensembles)
-        self._repositories = repositories
-        self._bundle = bundle
-        self._security.warn_if_open()
-        env = bundle.server_environment(os.environ)
-        if restriction_value(self._security) is not None:
-            env = hide_token_environment(env)  # the token out of /proc/<pid>/cmdline (docs/security.md)
-        log_file = pathlib.Path(config.log_file) if config.log_file else self.workspace.log_file
-        if self._security.access_token:
-            # before the server starts: a client of this host that sees a model ready (with the
-            # native relay, a fraction of a second after the start) must find the token already
-            for endpoint in ("HTTP", "gRPC"):
-                if endpoint in config.ports:
-                    write_token(config.ports[endpoint], self._security.access_token)
         self._expected = [("model", model.name, model.version) for model in bindings.models]
         self._expected += [("model", name, None) for name in repository_models]
         self._expected += [("ensemble", name, ensemble.model_version) for name, ensemble in bindings.ensembles.items()]
-        self._server = TritonServerChild(
-            command=self._server_argv,
-            env=env,
-            log_file=log_file,
-            endpoints=list(config.ports),
-            models_ready=self._check_models_ready,
-            policy=config.restart_policy(),
-            start_timeout_s=_START_TIMEOUT_S,
-            on_given_up=lambda cause: self._on_given_up(f"tritonserver exited unexpectedly ({cause})"),
-            on_back=self._server_back,
-        )
-        if config.allow_http is not False:
-            control = ServerControl(
-                connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
-            )
-            self.models = ServerModels(control, self._server, loaded=self._startup_models)
-        try:
-            self.supervisor.launch(self._server).result()
-        except PyTritonServerError as exc:
-            raise name_remote_repository(exc, repository) from None
+        self._prepare()
+        self._set_up_models()
+        self._start_server()
         if config.model_control_mode == "poll":
             poll_secs = config.repository_poll_secs or DEFAULT_POLL_SECS
             self._poller = RepositoryPoller(repository, poll_secs, load=load_polled, unload=unload_polled, known=known)
@@ -183,10 +133,89 @@ class ServerRun:
                 config.log_verbose,
             )
 
+    def _prepare(self) -> None:
+        """Remove what dead processes left, check the ports, make the workspace and the models' host."""
+        config = self._config
+        unlink_orphaned_segments()
+        remove_orphaned_workspaces()
+        self._bundle = find_install(config.triton_home)
+        ports = dict(config.ports)
+        if config.openai_endpoint_port() is not None:
+            ports["OpenAI"] = config.openai_endpoint_port()
+        check_ports_free(ports, config.http_address or "0.0.0.0")
+        self.workspace = Workspace(self._bundle, self._workspace_path)
+        self.nested_calls = NestedCalls.of_run(config, self._security, self.workspace.calls_socket)
+        self._repositories = [self.workspace.model_repository]
+        if self._bindings.repository is not None:
+            self._repositories.append(self._bindings.repository.path)
+        self._server = TritonServerChild(
+            command=self._server_argv,
+            env=self._server_environment(),
+            log_file=pathlib.Path(config.log_file) if config.log_file else self.workspace.log_file,
+            endpoints=list(config.ports),
+            models_ready=self._check_models_ready,
+            start_timeout_s=_START_TIMEOUT_S,
+            on_back=self._server_back,
+        )
+        if config.allow_http is not False:
+            control = ServerControl(
+                connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
+            )
+            self.models = ServerModels(control, self._server, loaded=self._startup_models)
+        hosting = Hosting(
+            repository=self.workspace.model_repository,
+            sockets=self.workspace.sockets,
+            supervisor=self.supervisor,
+            on_unrecoverable=self._on_unrecoverable,
+            shm_limit=config.shm_limit_bytes,
+            spin_us=config.relay_spin(),
+            in_flight=config.relay_batches_in_flight(),
+            nested_calls=self.nested_calls,
+        )
+        self.host = ModelHost(self._bindings.models, hosting, self.models)
+
+    def _set_up_models(self) -> None:
+        """Start the bound models' relay servers and write the repository entries."""
+        bindings, repository = self._bindings, self.workspace.model_repository
+        for model in bindings.models:
+            self.host.setup(model)
+        for name in bindings.models.names():
+            bindings.models.write_config(repository, name)
+        configs = bindings.known_configs()
+        for ensemble in bindings.ensembles.values():
+            validate_ensemble(ensemble, configs)  # again: models bound after it are known now
+            write_ensemble_entry(repository, ensemble)
+
+    def _server_environment(self) -> Dict[str, str]:
+        env = self._bundle.server_environment(os.environ)
+        if restriction_value(self._security) is not None:
+            env = hide_token_environment(env)  # the token out of /proc/<pid>/cmdline (docs/security.md)
+        return env
+
+    def _start_server(self) -> None:
+        """Have the supervisor start tritonserver; returns once it and its models are ready."""
+        config = self._config
+        self._security.warn_if_open()
+        if self._security.access_token:
+            # before the server starts: a client of this host that sees a model ready (with the
+            # native relay, a fraction of a second after the start) must find the token already
+            for endpoint in ("HTTP", "gRPC"):
+                if endpoint in config.ports:
+                    write_token(config.ports[endpoint], self._security.access_token)
+        try:
+            self.supervisor.launch(self._server).result()
+        except PyTritonServerError as exc:
+            raise name_remote_repository(exc, self._bindings.repository) from None
+
     @property
     def server(self) -> Optional[ServerProcess]:
         """The tritonserver process of now (another one after each restart)."""
         return self._server.process if self._server is not None else None
+
+    def serving(self) -> bool:
+        """Whether every child of the run serves (tritonserver, the endpoint, each pool of worker
+        processes) and every bound model's relay servers do."""
+        return self.supervisor.serving() and all(model.is_alive() for model in self._bindings.models)
 
     def _server_argv(self, restarts: int) -> List[str]:
         """tritonserver's command line for its ``restarts``-th restart (0: the first start), with the
@@ -202,8 +231,10 @@ class ServerRun:
             backend_directory=self.workspace.backends,
             cache_directory=self._bundle.caches,
             startup_models=startup_models,
-            restriction=restriction_value(self._security), restarts=restarts,
-            calls_socket=self.workspace.calls_socket, calls_token=self.loopback.settings.calls_token,
+            restriction=restriction_value(self._security),
+            restarts=restarts,
+            calls_socket=self.workspace.calls_socket,
+            calls_token=self.nested_calls.settings.calls_token,
         )
         logger.debug("starting %s", " ".join(argv).replace(self._security.access_token or "\0", "<access token>"))
         return argv
@@ -217,9 +248,15 @@ class ServerRun:
             if not self.models.model_ready(name, version):
                 raise PyTritonServerError(f"{what} {name!r} is not ready after start", log_tail=self.server.log_tail())
 
+    def _given_up(self, cause: str) -> None:
+        """The run's supervisor gave up: a load waiting for tritonserver waits no more; ``Triton`` stops."""
+        if self._server is not None:
+            self._server.abandon()
+        self._on_given_up(cause)
+
     def _server_back(self) -> None:
         """A restarted tritonserver serves: its models are ready, the relay servers reached again."""
-        self._console.say("tritonserver serves again (restart %d)", self.supervisor.restarts(self._server))
+        self.lines.console.say("tritonserver serves again (restart %d)", self.supervisor.restarts(self._server))
 
     def _start_openai(self) -> None:
         """Start the OpenAI endpoint (docs/openai.md), a child of the run's supervisor."""
@@ -229,69 +266,23 @@ class ServerRun:
             self._config,
             access_token=self._security.access_token,
             models=self.openai_models,
-            on_given_up=lambda cause: self._on_given_up(f"the OpenAI endpoint exited unexpectedly ({cause})"),
-            on_cancel=self._cancel_stream,
+            on_cancel=self._bindings.models.cancel,
         )
         self.supervisor.launch(openai).result()
         self._openai = openai
-
-    def _cancel_stream(self, model_name: str, key: str) -> None:
-        """The OpenAI endpoint gave up on a streamed request of ``model_name`` (its client went
-        away): every bound version's relay servers are told its cancel key (one has it)."""
-        for model in self._bindings.models.versions(model_name):
-            model.cancel(key)
 
     def openai_models(self) -> Dict[str, OpenAIModel]:
         """The bound models the OpenAI endpoint serves, by name."""
         return catalog(model.config for model in self._bindings.models)
 
-    def setup(self, model: Model) -> None:
-        """Start a model version's workers (each binds its socket) and write its repository entry."""
-        config = self._config
-        availability = None
-        if model.processes:  # not ready while none of its workers lives (models/availability.py)
-            availability = self._availability.get(model.name)
-            if availability is None:
-                name = model.name
-                availability = self._availability[name] = Availability(
-                    name, load=lambda: self._control().load(name), unload=lambda: self._control().unload(name)
-                )
-        model.setup(
-            self.workspace.model_repository,
-            self.workspace.sockets,
-            self._on_unrecoverable,
-            config.shm_limit_bytes,
-            config.relay_spin(),
-            config.relay_batches_in_flight(),
-            loopback=self.loopback,
-            on_availability=availability.set if availability is not None else None,
-            supervisor=self.supervisor,
-        )
-
     def load(self, model: Model) -> None:
-        """Start a model version's workers and have the server (re)load its model; undone if it fails.
-
-        Triton reloads the model's other versions too; their workers accept the new backend instances.
-        """
-        try:
-            if self.models is None:
-                raise no_control(f"bind model {model.name!r} after run()")
-            self.setup(model)
-            self._bindings.models.write_config(self.workspace.model_repository, model.name)
-            self.models.load(model.name, f"load model {model.name!r} version {model.version}")
-        except BaseException:
-            self._forget(model)
-            raise
+        """Start a model version's relay servers and have the server (re)load its model; undone if it
+        fails. Asked while tritonserver is being started again, it waits for it."""
+        self.host.load(model)
         self.ready.append(("model", model.name, model.version))
         if self._openai is not None:
             self._openai.update(self.openai_models())
-        self.say_ready("model", model.name, model.version)
-
-    def _forget(self, model: Model) -> None:
-        """Undo the binding of a model version that failed to load."""
-        self._bindings.models.remove(model)
-        model.teardown(self.workspace.model_repository)
-        self._bindings.models.write_config(self.workspace.model_repository, model.name)
+        self.lines.ready("model", model.name, model.version)
 
     def load_ensemble(self, config: EnsembleConfig) -> None:
         """Write an ensemble's entry and have the server load it; undone if it fails."""
@@ -306,71 +297,39 @@ class ServerRun:
             remove_model_entry(repository, config.model_name)
             raise
         self.ready.append(("ensemble", config.model_name, config.model_version))
-        self.say_ready("ensemble", config.model_name, config.model_version)
-
-    def _control(self) -> ServerModels:
-        if self.models is None:
-            raise no_control("load or unload a model")
-        return self.models
+        self.lines.ready("ensemble", config.model_name, config.model_version)
 
     def stop(self) -> None:
-        """Stop the poller, unload the models, stop the server and the workers, remove the workspace."""
+        """Stop the poller, unload the models, stop the server and the relay servers, remove the workspace."""
         self.supervisor.pause()  # a process stopped on purpose is not started again
         if self._openai is not None:
             self._openai.close()  # first: no new request reaches the models being unloaded
             self._openai = None
         if self._poller is not None:
             self._poller.stop()
-        for availability in self._availability.values():
-            availability.close()
+        if self.host is not None:
+            self.host.stop_availability()
         if self.server is not None:
-            exit_timeout = self._config.exit_timeout_secs or DEFAULT_EXIT_TIMEOUT_S
-            models = self._bindings.models
             stop_server(
                 self.server,
                 self.models.control if self.models is not None else None,
                 self._bindings.names(),
-                busy=lambda: any(model.busy() for model in models),
-                exit_timeout_s=exit_timeout,
+                busy=self._bindings.models.busy,
+                exit_timeout_s=self._config.exit_timeout_secs or DEFAULT_EXIT_TIMEOUT_S,
                 # Now, with no callable running: open HTTP connections would hold up the server's
-                # stop, and the asyncio clients close in the workers' loops, which stop below.
-                unloaded_hook=self.loopback.close if self.loopback is not None else lambda: None,
+                # stop, and the asyncio clients close in the worker processes' loops, which stop below.
+                unloaded_hook=self.nested_calls.close if self.nested_calls is not None else lambda: None,
             )
+        if self.host is not None:
+            self.host.teardown()
         if self.workspace is not None:
-            for model in self._bindings.models:
-                model.teardown(self.workspace.model_repository)
             self.workspace.close()
-        self.supervisor.close()  # last: a worker process's parent-death signal is tied to its thread
+        self.supervisor.close()  # last: the parent-death signal of tritonserver and the worker processes is tied to its thread
 
     def say_started(self, logged: bool = True) -> None:
-        """One line per endpoint (its url, and whether it listens on every interface), then one per
-        model loaded so far.
-
-        Args:
-            logged: False when the lines were logged already (serve() after run()): only printed.
-        """
-        config = self._config
-        addresses = {"HTTP": config.http_address, "gRPC": config.grpc_address, "metrics": config.metrics_address}
-        for endpoint, url in endpoint_urls(config).items():
-            everywhere = connect_host(addresses[endpoint]) != addresses[endpoint]
-            suffix = " (listening on all interfaces)" if everywhere else ""
-            self._console.say("%s on %s%s", endpoint, url, suffix, logged=logged)
-        if self._openai is not None:
-            everywhere = connect_host(self._openai.host) != self._openai.host
-            suffix = " (listening on all interfaces)" if everywhere else ""
-            url = f"http://{connect_host(self._openai.host)}:{self._openai.port}/v1"
-            self._console.say("OpenAI on %s%s", url, suffix, logged=logged)
-        for what, name, version in self.ready:
-            self.say_ready(what, name, version, logged=logged)
-
-    def say_ready(self, what: str, name: str, version: Optional[int], logged: bool = True) -> None:
-        """The line of a model that is ready, with the url its inference requests go to over HTTP."""
-        numbered = f" version {version}" if version is not None else ""
-        if "HTTP" in self._config.ports:
-            url = f"{local_url(self._config, 'HTTP')}/v2/models/{name}/infer"
-            self._console.say("%s %s%s ready: %s", what, name, numbered, url, logged=logged)
-        else:
-            self._console.say("%s %s%s ready", what, name, numbered, logged=logged)
+        """The endpoints' lines, then one per model loaded so far (see :class:`ServerLines`)."""
+        openai = (self._openai.host, self._openai.port) if self._openai is not None else None
+        self.lines.started(self.ready, openai, logged=logged)
 
 
 def resolve_options(

@@ -19,16 +19,18 @@ import os
 import pathlib
 import threading
 import weakref
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Union
 
 from .access_tokens import remove_token
+from .binder import Binder
 from .console import Console
 from .constants import DEFAULT_TRITON_STARTUP_TIMEOUT_S
 from .exceptions import PyTritonInvalidOperationError
-from .model_config import ModelConfig, Tensor
+from .model_config import ModelConfig, Tensor  # noqa: F401 - ModelConfig: importable from here, as before bind() moved
 from .model_config.ensemble import EnsembleStep
 from .model_management import ModelManagement
 from .models.bindings import Bindings
+from .models.model import Model
 from .models.user_repository import open_repository
 from .models.worker_process import check_not_in_worker
 from .relay.shm import unlink_segments
@@ -92,7 +94,7 @@ _instance_ids = itertools.count(1)
 _live: "weakref.WeakSet[Triton]" = weakref.WeakSet()
 
 
-class Triton(ModelManagement, Serving):
+class Triton(Binder, ModelManagement, Serving):
     """Serves bound Python callables through tritonserver.
 
     Args:
@@ -142,8 +144,7 @@ class Triton(ModelManagement, Serving):
         self._console = Console(logger)  # serve() prints its lines when no logging is configured
         self._stops = StopRequests(self._console)
         self._run: Optional[ServerRun] = None
-        self._failure: Optional[BaseException] = None
-        self._given_up: Optional[str] = None  # what died once more than its restart policy allows
+        self._given_up: Optional[str] = None  # why the run's supervisor gave up
 
     # -- context manager -------------------------------------------------------------------
 
@@ -157,61 +158,16 @@ class Triton(ModelManagement, Serving):
 
     # -- binding -----------------------------------------------------------------------------
 
-    def bind(
-        self,
-        model_name: str,
-        infer_func: Union[Callable, Sequence[Callable]],
-        inputs: Sequence[Tensor],
-        outputs: Sequence[Tensor],
-        model_version: int = 1,
-        config: Optional[ModelConfig] = None,
-        strict: bool = False,
-        trace_config: Optional[List[str]] = None,
-        workers: int = 1,
-        worker_options: Optional[WorkerOptions] = None,
-    ) -> None:
-        """Serve ``infer_func`` as model ``model_name``.
+    def _default_trace_config(self) -> Optional[List[str]]:
+        return self._config.trace_config
 
-        Args:
-            model_name: the name clients call the model by.
-            infer_func: a callable taking a list of requests and returning one dict of outputs per
-                request, or a list of such callables: one model instance per callable, and
-                Triton spreads concurrent batches over them.
-            inputs: specs of the inputs, in the order clients pass them (unnamed: ``INPUT_1``...).
-            outputs: specs of the outputs (unnamed: ``OUTPUT_1``...).
-            model_version: version number of the model. Binding a name again with another version
-                serves both (same inputs, outputs, config and number of callables); a client that
-                names no version gets the highest one that is ready.
-            config: scheduling options (default ``ModelConfig()``; copied at bind).
-            strict: fail a request whose outputs differ from ``outputs`` (docs/inference_callable.md).
-            trace_config: Triton's trace settings for this model's OpenTelemetry spans in your
-                process (``["mode=opentelemetry", "opentelemetry,url=...", ...]``); by default
-                ``TritonConfig.trace_config``. See docs/tracing.md.
-            workers: how many processes run ``infer_func`` (default 1: it runs in this process,
-                on one thread per instance). With N > 1, each of N worker processes has its own
-                interpreter and is one model instance: Python that holds the GIL uses N cores. The
-                callable is pickled to each (or inherited, with ``start_method="fork"``); an
-                object's ``setup_worker(worker)`` method runs in each before it is ready.
-                See docs/workers.md.
-            worker_options: how the worker processes start (:class:`WorkerOptions`: start method,
-                devices, setup timeout, restarts); only with ``workers`` > 1.
+    def _cache_configured(self) -> bool:
+        return bool(self._config.cache_config)
 
-        Raises:
-            PyTritonValidationError: a bad name, tensor spec or callable (or a list with ``workers``
-                > 1), or a version whose configuration differs from the versions bound already.
-            PyTritonInvalidOperationError: this name and version are bound already, the name is a
-                model of the model repository, or the server stopped.
-            PyTritonServerError: bound after ``run()`` and the server failed to load it.
-        """
-        model = self._bindings.new_model(
-            model_name, infer_func, inputs, outputs, model_version, config,
-            strict=strict,
-            trace_config=trace_config if trace_config is not None else self._config.trace_config,
-            cache_configured=bool(self._config.cache_config),
-            tag=f"t{self._id}m{next(self._tags)}",
-            workers=workers,
-            worker_options=worker_options,
-        )
+    def _next_tag(self) -> str:
+        return f"t{self._id}m{next(self._tags)}"
+
+    def _add_model(self, model: Model) -> None:
         with self._changed:
             self._bindings.add_model(model, stopped=self._stopped())
             if self._state is TritonState.RUNNING:
@@ -294,16 +250,15 @@ class Triton(ModelManagement, Serving):
             _live.add(self)
 
     def _on_unrecoverable(self, error: BaseException) -> None:
-        # Called from a worker thread: stopping joins workers, so it runs on its own thread.
+        # Called from a relay server's thread: stopping joins relay servers, so it runs on its own thread.
         logger.error("unrecoverable error in an inference callable; stopping the server: %s", error)
-        self._failure = error
         self._stops.requested.set()
         threading.Thread(target=self.stop, name="pytriton_like-stop", daemon=True).start()
 
-    def _on_given_up(self, what: str) -> None:
-        # Called by the supervisor: tritonserver or the endpoint is not started again; serve() raises.
+    def _on_given_up(self, cause: str) -> None:
+        # The run's supervisor gave up (supervisor/__init__.py): serve() raises, and all stops.
         if self._state is TritonState.RUNNING:
-            self._given_up = what
+            self._given_up = cause
             self._stops.stop_now()
 
     def runner(
@@ -326,11 +281,13 @@ class Triton(ModelManagement, Serving):
         )
 
     def is_alive(self) -> bool:
-        """Whether the server runs with its bound models set up (False while tritonserver is being
-        started again after it died, and once it is not started again). A model's worker process
-        that died does not change it: the model serves with its other workers (docs/workers.md)."""
+        """Whether the server runs and every process of it serves, as its supervisors know them:
+        False while tritonserver (or the OpenAI endpoint) is being started again after it died,
+        while none of a model's worker processes serves, and once the run gave up. A model that
+        serves with some of its worker processes while the others are started again is alive
+        (docs/workers.md)."""
         running = self._state is TritonState.RUNNING and self._server is not None and self._server.returncode is None
-        return running and all(model.is_alive() for model in self._models)
+        return running and self._run.serving()
 
     @property
     def _server(self) -> Optional[ServerProcess]:

@@ -1,7 +1,7 @@
 """``FuturesModelClient``: a thread pool over one :class:`~pytriton_like.client.sync.ModelClient`.
 
 ``ModelClient`` is thread-safe (one tritonclient.http client per thread, one shared
-gRPC channel), so every worker thread shares one ``ModelClient``: the model config is
+gRPC channel), so every thread of its pool shares one ``ModelClient``: the model config is
 read once and the readiness wait happens once.
 """
 

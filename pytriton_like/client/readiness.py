@@ -4,7 +4,8 @@ The wait is written once, as :func:`wait_steps`: probe, record, and either retur
 :meth:`ReadinessWaiter.failure`, or sleep :meth:`ReadinessWaiter.next_delay`. The sync and
 asyncio clients run it with :func:`run_wait` and :func:`run_wait_async`, which do only the I/O
 it asks for. Triton has no readiness notification, so polling with a short backoff is the only
-way to wait; it lives only here.
+way to wait; its delays are :class:`pytriton_like.polling.Backoff`'s, the one back-off of every
+wait for the server.
 
 A wait does not pass in silence: when the server is up and the model is not ready, the
 client reads the server's repository index at once and then every 10 s
@@ -21,6 +22,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Tuple, Union
 
+from ..polling import Backoff
 from .error_mapping import ErrorContext
 from .exceptions import (
     PyTritonClientError,
@@ -50,8 +52,6 @@ NOT_YET = (PyTritonClientModelUnavailableError, PyTritonClientTimeoutError, PyTr
 _PROBE = "probe"
 _INDEX = "index"
 
-_FIRST_DELAY_S = 0.01
-_MAX_DELAY_S = 0.5
 # How often a wait for a model that is not ready says why.
 REPORT_EVERY_S = 10.0
 # Longest list of the server's models in a message.
@@ -184,8 +184,7 @@ class ReadinessWaiter:
         self._timeout_s = timeout_s
         self._context = context
         self._clock = clock
-        self._deadline = clock() + timeout_s
-        self._delay = _FIRST_DELAY_S
+        self._backoff = Backoff(timeout_s, clock)
         self._last: Optional[Readiness] = None
         self._last_error: Optional[PyTritonClientError] = None
         self._server_seen_up = False
@@ -198,11 +197,11 @@ class ReadinessWaiter:
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""
-        return max(0.0, self._deadline - self._clock())
+        return self._backoff.remaining()
 
     def expired(self) -> bool:
         """Whether the deadline has passed."""
-        return self._clock() >= self._deadline
+        return self._backoff.expired()
 
     def record(self, readiness: Readiness) -> None:
         """Records what a probe found."""
@@ -258,9 +257,7 @@ class ReadinessWaiter:
 
     def next_delay(self) -> float:
         """How long to sleep before the next probe: doubling from 10 ms up to 0.5 s, never past the deadline."""
-        delay = min(self._delay, self.remaining())
-        self._delay = min(self._delay * 2, _MAX_DELAY_S)
-        return delay
+        return self._backoff.next_delay()
 
     def failure(self, answer: Optional[IndexAnswer] = None) -> PyTritonClientError:
         """The error to raise once the deadline passed.

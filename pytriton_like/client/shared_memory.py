@@ -189,11 +189,6 @@ def plan_layout(arrays: Mapping[str, np.ndarray], output_bytes: Mapping[str, int
     return Layout(inputs=inputs, outputs=outputs, size=offset)
 
 
-def output_nbytes(datatype: str, shape: Sequence[int]) -> int:
-    """Bytes of a tensor of Triton type ``datatype`` and ``shape``."""
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(triton_to_np_dtype(datatype)).itemsize
-
-
 def read_output(region: Region, offset: int, datatype: str, shape: Sequence[int]) -> np.ndarray:
     """A copy of the output the server wrote at ``offset`` (the region is reused by the next request)."""
     dtype = np.dtype(triton_to_np_dtype(datatype))

@@ -23,6 +23,7 @@ from tritonclient.utils import InferenceServerException
 
 from ..constants import DEFAULT_GRPC_PORT, DEFAULT_HTTP_PORT
 from ..model_config.triton_model_config import TritonModelConfig
+from ..polling import poll
 from .config_parser import parse_model_config
 from .exceptions import PyTritonClientTimeoutError
 from .readiness import ModelState
@@ -49,7 +50,6 @@ _LOGGER = logging.getLogger(__name__)
 _DEFAULT_NETWORK_TIMEOUT_S = 60.0
 _DEFAULT_WAIT_FOR_SERVER_READY_TIMEOUT_S = 60.0
 _DEFAULT_WAIT_FOR_MODEL_TIMEOUT_S = 300.0
-_POLL_S = 1.0
 
 LATEST_MODEL_VERSION = "<latest>"
 """How messages name the version of a model asked for without one (Triton then picks the highest ready)."""
@@ -167,12 +167,9 @@ def wait_for_server_ready(client: SyncClient, timeout_s: Optional[float] = None,
         PyTritonClientTimeoutError: it was not ready in time.
     """
     timeout_s = _DEFAULT_WAIT_FOR_SERVER_READY_TIMEOUT_S if timeout_s is None else timeout_s
-    deadline = time.monotonic() + timeout_s
     _warn_on_too_big_network_timeout(client, timeout_s)
-    while not _server_ready(client, headers):
-        if time.monotonic() >= deadline:
-            raise PyTritonClientTimeoutError("Waiting for server to be ready timed out.", timeout_s=timeout_s)
-        time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())) or 0.01)
+    if not poll(lambda: _server_ready(client, headers), timeout_s):
+        raise PyTritonClientTimeoutError("Waiting for server to be ready timed out.", timeout_s=timeout_s)
 
 
 def wait_for_model_ready(
@@ -202,15 +199,14 @@ def wait_for_model_ready(
     timeout_s = _DEFAULT_WAIT_FOR_MODEL_TIMEOUT_S if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
     wait_for_server_ready(client, timeout_s=timeout_s, headers=headers)
-    while not client.is_model_ready(model_name, version, headers=headers):
-        if time.monotonic() >= deadline:
-            raise PyTritonClientTimeoutError(
-                f"Waiting for model {model_name}/{version or LATEST_MODEL_VERSION} to be ready timed out.",
-                timeout_s=timeout_s,
-                model_name=model_name,
-                model_version=model_version,
-            )
-        time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())) or 0.01)
+    remaining = max(0.0, deadline - time.monotonic())
+    if not poll(lambda: client.is_model_ready(model_name, version, headers=headers), remaining):
+        raise PyTritonClientTimeoutError(
+            f"Waiting for model {model_name}/{version or LATEST_MODEL_VERSION} to be ready timed out.",
+            timeout_s=timeout_s,
+            model_name=model_name,
+            model_version=model_version,
+        )
 
 
 def create_client_from_url(url: str, network_timeout_s: Optional[float] = None) -> SyncClient:

@@ -3,7 +3,7 @@
 tritonclient ships them as ``tritonclient/grpc/model_config_pb2.py`` and ``service_pb2.py``.
 Imported the usual way, they run ``tritonclient.grpc``'s ``__init__`` first, which loads grpc:
 about 20 MiB of RSS in a process that only serves, and grpc's threads in the OpenAI endpoint's
-process, which speaks gRPC itself (openai/channel.py). The modules need only protobuf, so each is
+process, which speaks gRPC itself (openai/grpc_channel.py). The modules need only protobuf, so each is
 loaded from its file under its own name; ``service_pb2``'s import of its sibling
 (``from tritonclient.grpc import model_config_pb2``) meets a stand-in for the package while it
 loads. A later ``import tritonclient.grpc`` (a client) runs the real ``__init__``, finds the

@@ -1,1 +1,1 @@
-"""Bound models: their repository entries, their workers, their life in the server."""
+"""Bound models: their repository entries, their relay servers and worker processes, their life in the server."""

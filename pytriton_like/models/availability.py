@@ -1,12 +1,13 @@
-"""A model served by worker processes reports not ready while none of its workers lives.
+"""A model served by worker processes reports not ready while none of them serves.
 
 tritonserver 2.51 has no call that marks a loaded model not ready, and its backend API none that
-an instance could answer. So when every worker of a model is dead (being restarted, or given up
-on) and none is back within the supervisor's grace
-(:data:`~pytriton_like.supervisor.RESTART_GRACE_S`), the model is unloaded, and it is loaded
-again once a worker is back: clients and load balancers see ``/v2/models/<name>/ready`` fail
-meanwhile, and requests fail at once with "model not ready" instead of waiting. A worker back
-within the grace costs no unload: the backend instances hold their batches for it that long.
+an instance could answer. So when every worker process of a model is lost (being restarted, or
+its pool gave up) and none is back within the grace of its restart policy
+(:attr:`~pytriton_like.supervisor.RestartPolicy.grace_s`), the model is unloaded, and it is loaded
+again once a worker process is back: clients and load balancers see ``/v2/models/<name>/ready``
+fail meanwhile, and requests fail at once with "model not ready" instead of waiting. A worker
+process back within the grace costs no unload: the backend instances hold their batches for it
+that long.
 """
 
 import logging
@@ -14,7 +15,6 @@ import threading
 import time
 from typing import Callable, Optional
 
-from ..supervisor import RESTART_GRACE_S
 
 __all__ = ["Availability"]
 
@@ -28,11 +28,12 @@ class Availability:
         model_name: the model, for the log.
         load: loads the model (its repository entry is in place); raises on failure.
         unload: unloads every version of the model; raises on failure.
-        grace_s: how long a wish to unload waits for a wish to load before it is acted on.
+        grace_s: how long a wish to unload waits for a wish to load before it is acted on (the
+            worker processes' restart policy's grace).
     """
 
     def __init__(
-        self, model_name: str, load: Callable[[], None], unload: Callable[[], None], grace_s: float = RESTART_GRACE_S
+        self, model_name: str, load: Callable[[], None], unload: Callable[[], None], grace_s: float
     ):
         self._name = model_name
         self._load, self._unload = load, unload
@@ -84,10 +85,10 @@ class Availability:
             try:
                 if wanted:
                     self._load()
-                    logger.warning("model %r is ready again: a worker process is back", self._name)
+                    logger.warning("model %r is ready again: a worker process serves again", self._name)
                 else:
                     logger.warning(
-                        "model %r is not ready: none of its worker processes is alive, and none came back within %g s",
+                        "model %r is not ready: none of its worker processes serves, and none came back within %g s",
                         self._name, self._grace_s,
                     )
                     self._unload()

@@ -104,6 +104,16 @@ class BoundModels:
         """The bound versions of model ``name`` (none if it is not bound)."""
         return list(self._models.get(name, {}).values())
 
+    def cancel(self, name: str, key: str) -> None:
+        """Cancel the streamed request of model ``name`` tagged with ``key`` (relay_server/cancel_keys.py):
+        the relay servers of every bound version are told, and the one that has it ends it."""
+        for model in self.versions(name):
+            model.cancel(key)
+
+    def busy(self) -> bool:
+        """Whether a relay server of any bound model handles a batch."""
+        return any(model.busy() for model in self)
+
     def check(self, model: Model) -> None:
         """Raise if ``model`` cannot be added: its name and version are bound, or its config differs.
 
@@ -178,7 +188,7 @@ class Bindings:
         *,
         strict: bool,
         trace_config: Optional[List[str]],
-        cache_configured: bool,
+        cache_configured: Optional[bool],
         tag: str,
         workers: int = 1,
         worker_options: Optional[WorkerOptions] = None,
@@ -186,7 +196,8 @@ class Bindings:
         """The model ``bind()``'s arguments describe, checked (not added yet: see :meth:`add_model`).
 
         Args:
-            cache_configured: the server has a response cache (``TritonConfig.cache_config``).
+            cache_configured: the server has a response cache (``TritonConfig.cache_config``); None: not
+                known here (another process's server), not checked.
             tag: names the model's shared-memory segments.
         """
         model_config, funcs = bound_model_config(
@@ -195,7 +206,7 @@ class Bindings:
         problem = signature_warning(funcs[0])  # the instances' callables are alike
         if problem is not None:
             logger.warning("model %s: %s", model_name, problem)
-        if model_config.response_cache is not None and not cache_configured:
+        if model_config.response_cache is not None and cache_configured is False:
             raise PyTritonValidationError(
                 f"model {model_name!r}: response_cache=True needs a cache in TritonConfig, e.g. "
                 "TritonConfig(cache_config=['local,size=1048576']); without one Triton ignores it"

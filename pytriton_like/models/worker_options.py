@@ -8,6 +8,7 @@ import dataclasses
 from typing import Optional, Sequence, Tuple
 
 from ..exceptions import PyTritonValidationError
+from ..supervisor import RestartPolicy
 
 __all__ = ["START_METHODS", "WorkerInfo", "WorkerOptions", "check_workers"]
 
@@ -30,10 +31,14 @@ class WorkerOptions:
             its ``CUDA_VISIBLE_DEVICES`` and as ``WorkerInfo.device``. Empty: the environment as is.
         setup_timeout_s: how long a worker may take to start (imports, ``setup_worker``) before
             the start fails with a message naming it.
-        max_restarts: how many times each worker is started again after it died, within
-            ``restart_window_s``; one death more and that worker stays dead (the model serves with
-            the others; with none, it reports not ready).
-        restart_window_s: the window, in seconds, that ``max_restarts`` counts restarts in.
+        max_restarts: how many times the model's worker processes, all together, are started again
+            within ``restart_window_s`` (default 60; a worker process that had served steadily is
+            started again at once, one that dies soon after its start after a back-off). One
+            death more, or a worker process that cannot be started again three times in a row,
+            and the pool gives up: its worker processes are stopped and started again as one,
+            which counts as one restart of ``TritonConfig.max_restarts`` (docs/workers.md).
+        restart_window_s: the window, in seconds, that ``max_restarts`` counts restarts in
+            (default 60).
 
     Example:
         >>> WorkerOptions(start_method="spawn", devices=["0", "1"])  # doctest: +ELLIPSIS
@@ -43,8 +48,8 @@ class WorkerOptions:
     start_method: str = "spawn"
     devices: Sequence[str] = ()
     setup_timeout_s: float = 120.0
-    max_restarts: int = 5
-    restart_window_s: float = 300.0
+    max_restarts: Optional[int] = None
+    restart_window_s: Optional[float] = None
 
     def __post_init__(self):
         if self.start_method not in START_METHODS:
@@ -58,10 +63,16 @@ class WorkerOptions:
         object.__setattr__(self, "devices", tuple(str(device) for device in self.devices))
         if self.setup_timeout_s <= 0:
             raise PyTritonValidationError(f"WorkerOptions.setup_timeout_s must be > 0, got {self.setup_timeout_s}")
-        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
-            raise PyTritonValidationError(f"WorkerOptions.max_restarts must be a whole number >= 0, got {self.max_restarts!r}")
-        if not self.restart_window_s > 0:
-            raise PyTritonValidationError(f"WorkerOptions.restart_window_s must be > 0, got {self.restart_window_s}")
+        try:
+            object.__setattr__(self, "_restart_policy", RestartPolicy.bounded(self.max_restarts, self.restart_window_s))
+        except PyTritonValidationError as exc:
+            message = str(exc).replace("the restart window", "restart_window_s")
+            raise PyTritonValidationError(f"WorkerOptions.{message}") from None
+
+    def restart_policy(self) -> RestartPolicy:
+        """How the worker processes are restarted, and how long what depends on them waits (the
+        bound from ``max_restarts`` and ``restart_window_s``, the rest the policy's defaults)."""
+        return self._restart_policy  # type: ignore[attr-defined] # set in __post_init__
 
     def device_of(self, index: int) -> Optional[str]:
         """The device worker ``index`` gets, or None."""

@@ -142,13 +142,13 @@ def worker_main(spec: WorkerSpec, conn: Any, busy_flag: Any = None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if spec.info.device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = spec.info.device
-    loopback = NestedCalls(spec.nested_calls) if spec.nested_calls is not None else None
+    nested_calls = NestedCalls(spec.nested_calls) if spec.nested_calls is not None else None
     try:
-        worker = _start(spec, conn, loopback, busy_flag)
+        worker = _start(spec, conn, nested_calls, busy_flag)
     except BaseException as exc:  # noqa: BLE001 - whatever failed, the parent must hear why
         conn.send(SetupFailed(type(exc).__name__, str(exc), traceback.format_exc()))
-        if loopback is not None:
-            loopback.close()
+        if nested_calls is not None:
+            nested_calls.close()
         sys.exit(1)
     conn.send(Ready(os.getpid()))
     try:
@@ -160,11 +160,11 @@ def worker_main(spec: WorkerSpec, conn: Any, busy_flag: Any = None) -> None:
     except (EOFError, OSError):  # the parent is gone
         pass
     worker.close()
-    if loopback is not None:
-        loopback.close()
+    if nested_calls is not None:
+        nested_calls.close()
 
 
-def _start(spec: WorkerSpec, conn: Any, loopback: Optional[NestedCalls], busy_flag: Any):
+def _start(spec: WorkerSpec, conn: Any, nested_calls: Optional[NestedCalls], busy_flag: Any):
     infer_func = spec.infer_func
     if isinstance(infer_func, CallableByName):
         infer_func = infer_func.resolve()
@@ -184,15 +184,15 @@ def _start(spec: WorkerSpec, conn: Any, loopback: Optional[NestedCalls], busy_fl
         address=spec.address,
         on_unrecoverable=on_unrecoverable,
         shm_limit=spec.shm_limit,
-        loopback=loopback,
+        nested_calls=nested_calls,
         tracer=model_tracer(spec.trace_config),
         busy_flag=busy_flag,
     )
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when the thread that started it ends (the parent's pool thread lives
-    as long as the pool); and exit now if the parent died before this line."""
+    """SIGKILL this process when the thread that started it ends (the supervision tree's thread lives
+    as long as the run); and exit now if the parent died before this line."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)

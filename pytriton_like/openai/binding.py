@@ -19,7 +19,7 @@ from .contract import EMBEDDING_OUTPUT, PIECE_OUTPUT, REQUEST_INPUT, TEXT_INPUT,
 __all__ = ["bind_chat_model", "bind_embedding_model"]
 
 # A text model's callable takes one request at a time, so by default each request is a batch of its
-# own: a streaming model's batches stream concurrently (the worker runs each as a task), and
+# own: a streaming model's batches stream concurrently (the relay server runs each as a task), and
 # Triton's dynamic batcher still applies its queue policy and priorities. An embedding callable
 # takes every text of a batch at once.
 _DEFAULT_TEXT_BATCH = 1

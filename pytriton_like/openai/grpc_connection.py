@@ -1,7 +1,7 @@
 """One HTTP/2 connection to a gRPC server (asyncio protocol, h2): the calls on it by stream id,
 flow control, statuses from headers, trailers and resets, GOAWAY.
 
-See channel.py for what the protocol asks of a client; the calls themselves are grpc_call.py's.
+See grpc_channel.py for what the protocol asks of a client; the calls themselves are grpc_call.py's.
 """
 
 import asyncio

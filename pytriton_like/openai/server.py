@@ -1,4 +1,5 @@
-"""``OpenAIServer``: starts, updates and stops the OpenAI endpoint's process (:mod:`.service`).
+"""``OpenAIServer``: the OpenAI endpoint's process (:mod:`.service`) as a child of the run's
+supervisor: it starts, updates and stops it, speaking :mod:`.stdio_protocol` on its standard streams.
 
 ``Triton.run()`` launches it, through the run's supervisor, once tritonserver and the bound
 models are ready (when ``TritonConfig(allow_openai=True)``), and tells it the models as they are
@@ -9,13 +10,12 @@ process exits when its stdin closes, which happens when this process closes it o
 SIGKILL), and its port closes with it.
 
 Once it listens, a thread reads its standard output: the acknowledgements :meth:`update` waits
-for, and the streams the endpoint gave up on (``{"cancel": key, "model": name}``: its HTTP
-client went away, or read too slowly), handed to ``on_cancel`` so that their generation stops
-through the library rather than through a cancelled gRPC stream (relay_server/cancel_keys.py).
+for, and the streams the endpoint gave up on (``Cancel``: its HTTP client went away, or read too
+slowly), handed to ``on_cancel`` so that their generation stops through the library rather than
+through a cancelled gRPC stream (relay_server/cancel_keys.py).
 """
 
 import ipaddress
-import json
 import logging
 import os
 import queue
@@ -29,16 +29,16 @@ from typing import Callable, Dict, Optional
 from ..exceptions import PyTritonServerError
 from ..server.command_line import connect_host
 from ..server.config import TritonConfig
-from ..supervisor import Child, RestartPolicy, describe_exit
-from .contract import OpenAIModel, catalog_to_json
+from ..supervisor import Child, describe_exit
+from .contract import OpenAIModel
+from .stdio_protocol import (
+    SERVICE_MODULE, SHUTDOWN_GRACE_S, Answer, Cancel, Failed, Models, Ready, Settings, decode_answer, encode,
+)
 
-__all__ = ["OpenAIServer", "is_loopback", "SERVICE_MODULE", "SHUTDOWN_GRACE_S"]
+__all__ = ["OpenAIServer", "is_loopback"]
 
 logger = logging.getLogger(__name__)
 
-SERVICE_MODULE = "pytriton_like.openai.service"
-# How long a stop waits for the endpoint's requests in progress before it cancels them.
-SHUTDOWN_GRACE_S = 2.0
 _START_TIMEOUT_S = 30
 _STOP_TIMEOUT_S = 10
 
@@ -53,8 +53,6 @@ class OpenAIServer(Child):
         access_token: Triton's access token (sent with every inference call), or None.
         api_key: the key clients must send (``Authorization: Bearer``), or None.
         models: the models it serves, by name, at each start (:meth:`update` tells it changes).
-        policy: how often it is started again when it dies.
-        on_given_up: called with how it ended when it is not started again.
         on_cancel: called (on a thread of this object) with the model's name and the cancel key
             of a streamed request the endpoint gave up on.
         max_unread_bytes: per stream, the most bytes generated but not yet sent to the client
@@ -72,23 +70,16 @@ class OpenAIServer(Child):
         access_token: Optional[str],
         api_key: Optional[str],
         models: Callable[[], Dict[str, OpenAIModel]],
-        policy: RestartPolicy = RestartPolicy(),
-        on_given_up: Callable[[str], None] = lambda cause: None,
         on_cancel: Optional[Callable[[str, str], None]] = None,
         max_unread_bytes: Optional[int] = None,
     ):
         self.host = host
         self.port = port
-        self.policy = policy
-        self._settings = {
-            "host": host, "port": port, "grpc_target": grpc_target, "access_token": access_token, "api_key": api_key,
-            "max_unread_bytes": max_unread_bytes,
-        }
+        self._settings = Settings(host, port, grpc_target, access_token, api_key, max_unread_bytes)
         self._on_cancel = on_cancel
-        self._answers: "queue.Queue[Optional[dict]]" = queue.Queue()  # this process's lines that are no cancel
+        self._answers: "queue.Queue[Optional[Answer]]" = queue.Queue()  # this process's lines that are no Cancel
         self._reader: Optional[threading.Thread] = None
         self._models = models
-        self._on_given_up = on_given_up
         self._lock = threading.Lock()
         self._process: Optional[subprocess.Popen] = None
         self._pidfd = -1
@@ -100,7 +91,6 @@ class OpenAIServer(Child):
         *,
         access_token: Optional[str],
         models: Callable[[], Dict[str, OpenAIModel]],
-        on_given_up: Callable[[str], None],
         on_cancel: Optional[Callable[[str, str], None]] = None,
     ) -> "OpenAIServer":
         """The endpoint ``config`` asks for (``allow_openai``), forwarding to its server's gRPC
@@ -120,16 +110,9 @@ class OpenAIServer(Child):
             access_token=access_token,
             api_key=config.openai_api_key,
             models=models,
-            policy=config.restart_policy(),
-            on_given_up=on_given_up,
             on_cancel=on_cancel,
             max_unread_bytes=config.openai_unread_limit(),
         )
-
-    @property
-    def pid(self) -> int:
-        """The endpoint process's id."""
-        return self._process.pid
 
     def start(self) -> None:
         with self._lock:
@@ -141,7 +124,7 @@ class OpenAIServer(Child):
             )
             self._pidfd = os.pidfd_open(self._process.pid)
             try:
-                self._send(json.dumps(self._settings).encode() + b"\n" + _models_line(self._models()))
+                self._send(encode(self._settings) + encode(Models(self._models())))
             except OSError:
                 pass  # it exited already: ready() says why
 
@@ -154,7 +137,7 @@ class OpenAIServer(Child):
         try:
             with self._lock:
                 answer = self._answer()
-                if answer.get("ready") is True:  # from now on a thread reads its lines (before update() may wait)
+                if isinstance(answer, Ready):  # from now on a thread reads its lines (before update() may wait)
                     self._reader = threading.Thread(
                         target=self._read, args=(self._process.stdout, self._answers),
                         name="pytriton_like-openai-stdout", daemon=True,
@@ -163,10 +146,11 @@ class OpenAIServer(Child):
         except BaseException:
             self.close()
             raise
-        if answer.get("ready") is not True:
+        if not isinstance(answer, Ready):
             self.close()
+            why = answer.error if isinstance(answer, Failed) else answer
             raise PyTritonServerError(
-                f"cannot start the OpenAI endpoint on {self.host}:{self.port}: {answer.get('error', answer)}; choose"
+                f"cannot start the OpenAI endpoint on {self.host}:{self.port}: {why}; choose"
                 " another port with TritonConfig(openai_port=...)"
             )
 
@@ -178,9 +162,6 @@ class OpenAIServer(Child):
 
     def stop(self) -> None:
         self.close()
-
-    def given_up(self, cause: str) -> None:
-        self._on_given_up(cause)
 
     def __enter__(self) -> "OpenAIServer":
         return self
@@ -194,7 +175,7 @@ class OpenAIServer(Child):
             with self._lock:
                 if self._process is None:
                     return  # being started again: it reads the models bound then
-                self._send(_models_line(models))
+                self._send(encode(Models(models)))
                 answer = self._answers.get(timeout=_START_TIMEOUT_S)
             if answer is None:
                 raise PyTritonServerError("it exited (see stderr)")
@@ -247,7 +228,7 @@ class OpenAIServer(Child):
         self._process.stdin.write(data)
         self._process.stdin.flush()
 
-    def _answer(self) -> dict:
+    def _answer(self) -> Answer:
         """The process's next line, waited for up to the start timeout."""
         stdout = self._process.stdout
         deadline = time.monotonic() + _START_TIMEOUT_S
@@ -261,18 +242,18 @@ class OpenAIServer(Child):
                 if not line:
                     code = self._process.wait()
                     raise PyTritonServerError(f"the OpenAI endpoint {describe_exit(code)} while starting (see stderr)")
-                return json.loads(line)
+                return decode_answer(line)
 
-    def _read(self, stdout, answers: "queue.Queue[Optional[dict]]") -> None:
+    def _read(self, stdout, answers: "queue.Queue[Optional[Answer]]") -> None:
         """One process's lines once it listens: cancels to ``on_cancel``, the others to :meth:`update`."""
         try:
             for line in stdout:
                 try:
-                    message = json.loads(line)
+                    message = decode_answer(line)
                 except ValueError:
-                    logger.warning("the OpenAI endpoint wrote a line that is not JSON: %r", line[:200])
+                    logger.warning("the OpenAI endpoint wrote a line that is no message: %r", line[:200])
                     continue
-                if isinstance(message, dict) and "cancel" in message:
+                if isinstance(message, Cancel):
                     self._cancel(message)
                 else:
                     answers.put(message)
@@ -281,17 +262,13 @@ class OpenAIServer(Child):
         finally:
             answers.put(None)
 
-    def _cancel(self, message: dict) -> None:
+    def _cancel(self, message: Cancel) -> None:
         if self._on_cancel is None:
             return
         try:
-            self._on_cancel(str(message.get("model")), str(message["cancel"]))
+            self._on_cancel(message.model, message.key)
         except Exception:  # noqa: BLE001 - one cancel that failed must not stop the others
-            logger.exception("cannot cancel the stream of model %r", message.get("model"))
-
-
-def _models_line(models: Dict[str, OpenAIModel]) -> bytes:
-    return json.dumps({"models": catalog_to_json(models)}).encode() + b"\n"
+            logger.exception("cannot cancel the stream of model %r", message.model)
 
 
 def is_loopback(host: str) -> bool:

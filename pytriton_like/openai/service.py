@@ -1,28 +1,18 @@
 """The OpenAI endpoint's process: ``python -m pytriton_like.openai.service``, started by ``OpenAIServer``.
 
 It serves the endpoint (aiohttp, and gRPC over h2 towards tritonserver) on its own interpreter, so that
-its work per piece does not wait for the GIL of the process whose worker threads run your
-callables (docs/architecture.md measures why). It speaks with its parent through its standard
-streams, one JSON object per line:
-
-- stdin, first line: ``{"host", "port", "grpc_target", "access_token", "api_key"}`` (secrets travel
-  here, not on its command line, which other users may read);
-- stdin, then: ``{"models": [{"name", "kind", "streaming", "max_batch_size"}, ...]}``, the models
-  served at first (read before it listens), then again whenever the bound models change;
-- stdout: ``{"ready": true}`` once it listens, or ``{"error": "..."}`` if it cannot; then
-  ``{"models": N}`` once it serves the models of each later line (the parent waits for it, so that
-  a model bound is on the endpoint when ``bind`` returns), and ``{"cancel": key, "model": name}``
-  for each streamed request given up before its end (its client went away, or read too slowly):
-  the parent ends that request's generation by its cancel key (relay_server/cancel_keys.py);
-- end of stdin (the parent closed it, or died — even by SIGKILL): it stops accepting requests,
-  gives up the streams still open after a short grace (their cancel keys written, as above), and exits.
+its work per piece does not wait for the GIL of the process whose threads run your callables
+(docs/architecture.md measures why). It speaks with its parent through its standard streams
+(:mod:`.stdio_protocol`): it reads its settings and the models, says when it listens, acknowledges
+each change of the models, and tells each streamed request it gave up before its end; at the end
+of its stdin (the parent closed it, or died — even by SIGKILL) it stops accepting requests, gives
+up the streams still open after a short grace (their cancel keys told, as above), and exits.
 
 SIGINT and SIGTERM are ignored: a Ctrl-C in a terminal reaches the whole process group, and the
 parent stops this process in order (after the drain, before the models are unloaded).
 """
 
 import asyncio
-import json
 import logging
 import signal
 import sys
@@ -32,8 +22,8 @@ from aiohttp import web
 
 from ..server.config import DEFAULT_OPENAI_MAX_UNREAD_BYTES
 from .app import Routes
-from .contract import OpenAIModel, catalog_from_json
-from .server import SHUTDOWN_GRACE_S
+from .contract import OpenAIModel
+from .stdio_protocol import SHUTDOWN_GRACE_S, Cancel, Failed, ModelsServed, Ready, decode_models, decode_settings, encode
 from .upstream import Upstream
 
 __all__ = ["main"]
@@ -42,34 +32,35 @@ _MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
 async def _serve(reader: asyncio.StreamReader, parent: "_Parent") -> int:
-    settings = json.loads(await reader.readline())
-    models: Dict[str, OpenAIModel] = catalog_from_json(json.loads(await reader.readline())["models"])
-    upstream = Upstream(settings["grpc_target"], settings.get("access_token"),
-                        on_abandoned=lambda model, key: parent.say({"cancel": key, "model": model}))
-    routes = Routes(upstream, lambda: models, settings.get("api_key"),
-                    settings.get("max_unread_bytes") or DEFAULT_OPENAI_MAX_UNREAD_BYTES)
+    settings = decode_settings(await reader.readline())
+    first = decode_models(await reader.readline())
+    models: Dict[str, OpenAIModel] = first.models if first is not None else {}
+    upstream = Upstream(settings.grpc_target, settings.access_token,
+                        on_abandoned=lambda model, key: parent.say(Cancel(key, model)))
+    routes = Routes(upstream, lambda: models, settings.api_key,
+                    settings.max_unread_bytes or DEFAULT_OPENAI_MAX_UNREAD_BYTES)
     # handler_cancellation: a client that goes away cancels its handler, hence its requests to Triton
     runner = web.AppRunner(
         routes.application(_MAX_BODY_BYTES), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
     )
     try:
         await runner.setup()
-        await web.TCPSite(runner, settings["host"], settings["port"], reuse_address=True).start()
+        await web.TCPSite(runner, settings.host, settings.port, reuse_address=True).start()
     except OSError as exc:
-        parent.say({"error": str(exc)})
+        parent.say(Failed(str(exc)))
         await runner.cleanup()
         await upstream.close()
         return 1
-    parent.say({"ready": True})
+    parent.say(Ready())
     try:
         while True:
             line = await reader.readline()
             if not line:
                 break  # the parent closed our stdin, or died
-            message = json.loads(line)
-            if "models" in message:
-                models = catalog_from_json(message["models"])
-                parent.say({"models": len(models)})
+            message = decode_models(line)
+            if message is not None:
+                models = message.models
+                parent.say(ModelsServed(len(models)))
     finally:
         await runner.cleanup()
         await upstream.close()
@@ -82,9 +73,9 @@ class _Parent:
     def __init__(self, transport: asyncio.WriteTransport):
         self._transport = transport
 
-    def say(self, message: dict) -> None:
+    def say(self, message) -> None:
         if not self._transport.is_closing():
-            self._transport.write(json.dumps(message).encode() + b"\n")
+            self._transport.write(encode(message))
 
 
 async def _main() -> int:

@@ -1,6 +1,6 @@
 """The endpoint's way to tritonserver: its gRPC endpoint, with Triton's own messages.
 
-One HTTP/2 connection for the endpoint's life (:mod:`.channel`; ``grpc.aio`` cost most of the
+One HTTP/2 connection for the endpoint's life (:mod:`.grpc_channel`; ``grpc.aio`` cost most of the
 endpoint's CPU per piece). A streaming model's request is written on a
 ``ModelStreamInfer`` stream that carries one request at a time, and its responses are read
 until the one Triton flags final; the stream then waits for the next request, since opening one
@@ -28,7 +28,7 @@ from ..model_config.proto import service_pb2
 
 from ..relay_server.cancel_keys import CANCEL_KEY_PARAMETER
 from ..server.security import ACCESS_TOKEN_HEADER
-from .channel import NOT_FOUND, UNAVAILABLE, Call, Channel, RpcError
+from .grpc_channel import NOT_FOUND, UNAVAILABLE, Call, GrpcChannel, RpcError
 from .contract import EMBEDDING_OUTPUT, PIECE_OUTPUT, REQUEST_INPUT, TEXT_INPUT, OpenAIModel, Piece
 from .errors import APIError, from_triton
 
@@ -56,7 +56,7 @@ class Upstream:
     def __init__(self, target: str, access_token: Optional[str] = None,
                  on_abandoned: Optional[Callable[[str, str], None]] = None):
         metadata = ((f"triton-grpc-protocol-{ACCESS_TOKEN_HEADER}", access_token),) if access_token else ()
-        self._channel = Channel(target, metadata)
+        self._channel = GrpcChannel(target, metadata)
         self._on_abandoned = on_abandoned
         self._idle: List[Call] = []  # streams whose last request ended, each for one request at a time
         self._reading: Set[asyncio.Task] = set()  # streams read on in the background (_read_on)

@@ -36,8 +36,8 @@ class RelaySettings:
             again when it dies (the relay metrics get a ``worker`` label); else threads of the
             owner process.
         restart_wait_ms: how long, after losing its worker process, an instance waits for the
-            restarted one with the batch it holds (the supervisor's grace,
-            :data:`pytriton_like.supervisor.RESTART_GRACE_S`); later batches try once.
+            restarted one with the batch it holds (the grace of the worker processes' restart
+            policy, :attr:`pytriton_like.supervisor.RestartPolicy.grace_s`); later batches try once.
         version: the format of the file (:data:`SETTINGS_VERSION`).
     """
 

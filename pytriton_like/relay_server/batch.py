@@ -102,6 +102,10 @@ class BatchServer:
         """Whether a batch is being handled right now."""
         return bool(self._busy.value)
 
+    def serving(self) -> bool:
+        """Whether it takes batches: until it is closed, or failed (a callable ended its thread)."""
+        return self._thread.is_alive() and self._failed is None
+
     def cancel(self, key: str) -> None:
         """Nothing to do: a model that does not stream answers each batch once (cancel keys are
         for streams, :mod:`.cancel_keys`)."""

@@ -15,10 +15,14 @@ __all__ = ["RelayServer", "start_model_instance", "start_relay_server"]
 
 
 class RelayServer(Protocol):
-    """The user-process end of one model instance's relay, whichever kind serves it."""
+    """The user-process end of one model instance's relay, whichever kind serves it (a model's
+    pool of worker processes answers the same, for all its instances: models/worker_pool.py)."""
 
     def busy(self) -> bool:
         """Whether a batch is being handled (a callable runs, or a stream goes on)."""
+
+    def serving(self) -> bool:
+        """Whether it takes batches now."""
 
     def cancel(self, key: str) -> None:
         """Cancel the streamed request tagged with ``key`` (:mod:`.cancel_keys`); from any thread.
@@ -64,13 +68,13 @@ def start_model_instance(
     address: str,
     on_unrecoverable: Callable[[BaseException], None],
     shm_limit: Optional[int] = None,
-    loopback: Optional[ModelCalls] = None,
+    nested_calls: Optional[ModelCalls] = None,
     tracer: Optional[Any] = None,
     busy_flag: Optional[Any] = None,
 ) -> RelayServer:
     """The relay server of one instance of a bound model, in this process (the user's process, or
     a worker process): the callable gets its ``TritonContext`` and, with a tracer, its spans."""
-    context = TritonContext(model_config=config, loopback=loopback)
+    context = TritonContext(model_config=config, loopback=nested_calls)
     context.model_configs[infer_func] = config
     attach_triton_context(infer_func, context)
     if tracer is not None:

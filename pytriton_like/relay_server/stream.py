@@ -70,6 +70,10 @@ class StreamServer:
         """Whether a batch is still streaming."""
         return bool(self._busy.value)
 
+    def serving(self) -> bool:
+        """Whether it takes batches: until it is closed."""
+        return self._thread.is_alive()
+
     def cancel(self, key: str) -> None:
         """Cancel the request tagged with ``key`` (parameter ``CANCEL_KEY_PARAMETER``); from any thread.
 

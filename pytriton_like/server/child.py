@@ -6,9 +6,10 @@ worker processes stay, and the new server's backend instances connect to them ag
 """
 
 import pathlib
+import threading
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ..supervisor import Child, RestartPolicy
+from ..supervisor import Child
 from .process import ServerProcess
 
 __all__ = ["TritonServerChild"]
@@ -24,9 +25,7 @@ class TritonServerChild(Child):
         endpoints: the endpoints it must say it started ("HTTP", "gRPC", "metrics").
         models_ready: checks, once the endpoints listen, that the models it loaded are ready
             (raises ``PyTritonServerError`` when one is not).
-        policy: how often it is started again.
         start_timeout_s: how long a start may take.
-        on_given_up: called with how it ended when it is not started again (the bound is reached).
         on_back: called once a restarted server serves.
     """
 
@@ -40,12 +39,9 @@ class TritonServerChild(Child):
         log_file: pathlib.Path,
         endpoints: List[str],
         models_ready: Callable[[], None],
-        policy: RestartPolicy,
         start_timeout_s: float,
-        on_given_up: Callable[[str], None],
         on_back: Callable[[], None],
     ):
-        self.policy = policy
         self.process: Optional[ServerProcess] = None
         self._command = command
         self._env = env
@@ -53,9 +49,11 @@ class TritonServerChild(Child):
         self._endpoints = endpoints
         self._models_ready = models_ready
         self._start_timeout_s = start_timeout_s
-        self._on_given_up = on_given_up
         self._on_back = on_back
         self._starts = 0
+        self._serving = threading.Condition()
+        self._up = False  # the current process serves
+        self._abandoned = False  # stopped, or its supervisor gave up: it serves no more
 
     def start(self) -> None:
         if self.process is not None:  # what the dead one left: its stubs, its reaper
@@ -68,6 +66,7 @@ class TritonServerChild(Child):
         self.process.wait_ready(self._start_timeout_s)
         self._models_ready()
         self.process.protect_stub_regions()
+        self._set_up(True)
 
     def sentinel(self) -> int:
         return self.process.exit_fd
@@ -79,14 +78,33 @@ class TritonServerChild(Child):
         return f"the end of its log:\n{self.process.log_tail()}"
 
     def stop(self) -> None:
+        self.abandon()
         if self.process is not None:
             self.process.stop(timeout_s=self._start_timeout_s)
 
-    def given_up(self, cause: str) -> None:
-        self._on_given_up(cause)
+    def lost(self) -> None:
+        self._set_up(False)
 
     def back(self) -> None:
         self._on_back()
+
+    def serving(self) -> bool:
+        """Whether the server serves now (its process runs, and no restart is under way)."""
+        process = self.process
+        return self._up and process is not None and process.returncode is None
+
+    def wait_serving(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the server to serve (now, or once a restart under way is
+        done); False if it does not by then, or will not (see :meth:`abandon`)."""
+        with self._serving:
+            self._serving.wait_for(lambda: self.serving() or self._abandoned, timeout_s)
+            return self.serving()
+
+    def abandon(self) -> None:
+        """It serves no more and is not started again (stopped, or its supervisor gave up): nothing waits for it."""
+        with self._serving:
+            self._up, self._abandoned = False, True
+            self._serving.notify_all()
 
     def log_tail(self) -> str:
         """The last lines the current server printed."""
@@ -96,3 +114,8 @@ class TritonServerChild(Child):
         """Make the current server's stubs' shared-memory regions owner-only (after each load)."""
         if self.process is not None:
             self.process.protect_stub_regions()
+
+    def _set_up(self, up: bool) -> None:
+        with self._serving:
+            self._up = up
+            self._serving.notify_all()

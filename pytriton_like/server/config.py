@@ -37,10 +37,6 @@ MAX_RELAY_IN_FLIGHT = 16
 # Kubernetes to take the pod out of its endpoints, short enough that the stop after it still fits
 # `docker stop`'s 10 s and Kubernetes' 30 s grace periods.
 DEFAULT_DRAIN_SECS = 5.0
-# How often tritonserver and the OpenAI endpoint's process are started again when they die
-# (TritonConfig.max_restarts / restart_window_secs, docs/reliability.md).
-DEFAULT_MAX_RESTARTS = 20
-DEFAULT_RESTART_WINDOW_SECS = 120.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,11 +128,14 @@ class TritonConfig:
         openai_api_key: the key each request must send as ``Authorization: Bearer <key>``.
         openai_max_unread_bytes: per OpenAI stream, the most bytes generated but not yet sent to a
             slow client (default 1 MiB); past it the stream ends with an error and its generation stops.
-        max_restarts: pytriton_like's own: how many times tritonserver (or the OpenAI endpoint's
-            process) that died is started again, on the same ports with the same models, within
-            ``restart_window_secs`` (default 20; 0: never); one death more, or three restarts in a
-            row that fail to start, and ``serve()`` raises (docs/reliability.md).
-        restart_window_secs: the window ``max_restarts`` counts in (default 120).
+        max_restarts: pytriton_like's own: how many times the run's supervisor starts its children
+            again within ``restart_window_secs``, all together: tritonserver (on the same ports
+            with the same models), the OpenAI endpoint's process, and the pools of worker
+            processes that gave up (default 60; 0: never). A child that had served steadily is
+            started again at once, one that dies soon after its start after a back-off. One death
+            more, or a child that cannot be started again three times in a row, and ``serve()``
+            raises (docs/reliability.md).
+        restart_window_secs: the window ``max_restarts`` counts in (default 60).
 
     Raises:
         PyTritonValidationError: a bad port, HTTP and gRPC both off, a setting out of range or in the
@@ -234,7 +233,7 @@ class TritonConfig:
                 " over it, on this machine); leave allow_grpc on and grpc_use_ssl off"
             )
         try:
-            self.restart_policy()
+            object.__setattr__(self, "_restart_policy", RestartPolicy.bounded(self.max_restarts, self.restart_window_secs))
         except PyTritonValidationError as exc:
             raise PyTritonValidationError(f"TritonConfig: {exc}") from None
         _check_control_mode(self)
@@ -265,11 +264,10 @@ class TritonConfig:
         return DEFAULT_OPENAI_MAX_UNREAD_BYTES if self.openai_max_unread_bytes is None else self.openai_max_unread_bytes
 
     def restart_policy(self) -> RestartPolicy:
-        """How often tritonserver and the OpenAI endpoint's process are started again (defaults applied)."""
-        return RestartPolicy(
-            max_restarts=DEFAULT_MAX_RESTARTS if self.max_restarts is None else self.max_restarts,
-            window_s=DEFAULT_RESTART_WINDOW_SECS if self.restart_window_secs is None else self.restart_window_secs,
-        )
+        """How the run's supervisor restarts tritonserver, the OpenAI endpoint's process and the
+        pools of worker processes (the bound from ``max_restarts`` and ``restart_window_secs``,
+        the rest the policy's defaults)."""
+        return self._restart_policy  # type: ignore[attr-defined] # set in __post_init__
 
     def drain_time(self) -> float:
         """``drain_secs``, or its default when unset."""

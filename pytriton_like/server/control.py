@@ -11,18 +11,16 @@ tritonclient's HTTP stack nor gevent) or tritonclient's gRPC client (``RemoteTri
 import base64
 import http.client
 import json
-import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import quote
 
+from ..polling import poll
 from .security import ACCESS_TOKEN_HEADER
 
 __all__ = ["ServerControl", "ControlError"]
 
 
 _LOADED_STATES = {"READY", "LOADING", "UNLOADING"}
-_FIRST_POLL_S = 0.01
-_MAX_POLL_S = 0.2
 
 
 class ControlError(Exception):
@@ -100,23 +98,17 @@ class ServerControl:
         self._http("POST", f"/v2/repository/models/{quote(model_name)}/unload", timeout_s, body)
 
     def wait_unloaded(self, model_name: str, timeout_s: float) -> None:
-        """Wait until no version of the model is loaded or unloading (Triton's unload returns before that).
+        """Wait until no version of the model is loaded or unloading (Triton's unload returns before
+        that); Triton tells of it only in its repository index, which is polled (pytriton_like/polling.py)."""
+        busy: List[str] = []
 
-        Triton tells of it only in its repository index, so this polls the index with a short backoff.
-        """
-        deadline = time.monotonic() + timeout_s
-        delay = _FIRST_POLL_S
-        while True:
-            busy = sorted(
-                {entry.get("state") for entry in self.repository_index() if entry.get("name") == model_name}
-                & _LOADED_STATES
-            )
-            if not busy:
-                return
-            if time.monotonic() > deadline:
-                raise ControlError(f"model {model_name!r} is still {', '.join(busy)} after {timeout_s:.0f} s")
-            time.sleep(delay)
-            delay = min(delay * 2, _MAX_POLL_S)
+        def unloaded() -> bool:
+            index = self.repository_index()
+            busy[:] = sorted({entry.get("state") for entry in index if entry.get("name") == model_name} & _LOADED_STATES)
+            return not busy
+
+        if not poll(unloaded, timeout_s):
+            raise ControlError(f"model {model_name!r} is still {', '.join(busy)} after {timeout_s:.0f} s")
 
     def loaded(self, model_names) -> List[str]:
         """Those of ``model_names`` with a version still loaded, loading or unloading."""

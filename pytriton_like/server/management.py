@@ -4,28 +4,45 @@
 words; this is the one place that turns those into :class:`PyTritonServerError`, with the end of
 the server's log. After every load the Python-backend stubs' shared-memory regions are made
 owner-only (Triton creates them readable by all; see :meth:`ServerProcess.protect_stub_regions`).
+
+A load or unload asked while the supervisor starts tritonserver again waits for it (up to
+:data:`LOAD_TIMEOUT_S`), and one that the server's death cut short is made again once it serves.
 """
 
 import contextlib
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Protocol
+import hashlib
+import pathlib
+import time
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Tuple, TypeVar
 
 from ..exceptions import PyTritonInvalidOperationError, PyTritonServerError
 from .control import ControlError, ServerControl
 
-__all__ = ["ServerModels", "LOAD_TIMEOUT_S", "no_control"]
+__all__ = ["ServerModels", "LOAD_TIMEOUT_S", "no_control", "load_api_entry"]
 
-# Longest wait for the server to load or unload a model.
+# Longest wait for the server to load or unload a model (a restart of the server under way included).
 LOAD_TIMEOUT_S = 120
+# Names the binding in the config of a model sent to another process's server (load_api_entry).
+_BINDING_PARAMETER = "pytriton_like_binding"
+
+T = TypeVar("T")
 
 
 class Server(Protocol):
-    """What of the server process the calls need: its log, and its stubs' regions."""
+    """What of the server process the calls need: its log, its stubs' regions, whether it serves."""
 
     def log_tail(self) -> str:
         """The last lines the server printed."""
 
     def protect_stub_regions(self) -> None:
         """Make its stubs' shared-memory regions owner-only."""
+
+    def wait_serving(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the server to serve (a restart under way done); False if it does not,
+        or will not (it is not started again)."""
+
+    def serving(self) -> bool:
+        """Whether the server serves now (its process runs, and no restart is under way)."""
 
 
 class ServerModels:
@@ -36,18 +53,26 @@ class ServerModels:
 
     Args:
         control: the server's control calls.
-        server: the server process (for its log, and its stubs' regions); ``None`` for a server
-            another process started (``RemoteTriton``).
+        server: the server process (for its log, its stubs' regions and its restarts); ``None``
+            for a server another process started (``RemoteTriton``).
         name: how errors name the server.
         loaded: the models the server loaded at its start.
+        entries: for a server that cannot read our model repository (``RemoteTriton``): our
+            repository, whose entry of a model each load sends (:func:`load_api_entry`).
     """
 
     def __init__(
-        self, control: ServerControl, server: Optional[Server], name: str = "tritonserver", loaded: Iterable[str] = ()
+        self,
+        control: ServerControl,
+        server: Optional[Server],
+        name: str = "tritonserver",
+        loaded: Iterable[str] = (),
+        entries: Optional[pathlib.Path] = None,
     ):
         self.control = control
         self._server = server
         self._name = name
+        self._entries = entries
         self._loaded: Dict[str, None] = dict.fromkeys(loaded)  # in the order they were loaded
 
     @property
@@ -64,29 +89,30 @@ class ServerModels:
             log_tail = self._server.log_tail() if self._server is not None else None
             raise PyTritonServerError(f"{self._name} failed to {operation}: {exc}", log_tail=log_tail) from None
 
-    def load(
-        self,
-        model_name: str,
-        operation: Optional[str] = None,
-        config: Optional[str] = None,
-        files: Optional[Dict[str, bytes]] = None,
-    ) -> None:
-        """Load (or reload) a model; ``operation`` names it in the error (default: ``load model 'name'``).
+    def load(self, model_name: str, operation: Optional[str] = None) -> None:
+        """Load (or reload) a model; ``operation`` names it in the error (default: ``load model 'name'``)."""
 
-        ``config`` and ``files``: the model's entry sent with the call (see :meth:`ServerControl.load`).
-        """
-        with self.failing_to(operation or f"load model {model_name!r}"):
-            self.control.load(model_name, LOAD_TIMEOUT_S, config=config, files=files)
+        def load() -> None:
+            if self._entries is None:
+                self.control.load(model_name, LOAD_TIMEOUT_S)
+            else:
+                config, files = load_api_entry(self._entries / model_name)
+                self.control.load(model_name, LOAD_TIMEOUT_S, config=config, files=files)
             self._loaded[model_name] = None
             if self._server is not None:
                 self._server.protect_stub_regions()
 
+        self._while_serving(operation or f"load model {model_name!r}", load)
+
     def unload(self, model_name: str) -> None:
         """Unload every version of a model; returns once Triton has unloaded it."""
-        with self.failing_to(f"unload model {model_name!r}"):
+
+        def unload() -> None:
             self._loaded.pop(model_name, None)
             self.control.unload(model_name, LOAD_TIMEOUT_S)
             self.control.wait_unloaded(model_name, LOAD_TIMEOUT_S)
+
+        self._while_serving(f"unload model {model_name!r}", unload)
 
     def repository_index(self) -> List[Dict[str, Any]]:
         """Every model of the server's repositories (Triton's index entries)."""
@@ -107,9 +133,49 @@ class ServerModels:
         with self.failing_to("read inference statistics"):
             return self.control.statistics(model_name)
 
+    def _while_serving(self, operation: str, call: Callable[[], T]) -> T:
+        """``call()`` once the server serves: a restart under way is waited for, and a call that the
+        server's death cut short is made again once it serves (up to :data:`LOAD_TIMEOUT_S` in all)."""
+        server = self._server
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        while True:
+            if server is not None and not server.wait_serving(max(0.0, deadline - time.monotonic())):
+                raise PyTritonServerError(
+                    f"{self._name} failed to {operation}: it died, and did not serve again within {LOAD_TIMEOUT_S} s"
+                    " (or was not started again)", log_tail=server.log_tail(),
+                )
+            try:
+                with self.failing_to(operation):
+                    return call()
+            except PyTritonServerError:
+                if server is None or server.serving() or time.monotonic() >= deadline:
+                    raise
+                # the server died under the call: once it serves again, the call is made again
+
 
 def no_control(operation: str) -> PyTritonInvalidOperationError:
     """The error of a model-control ``operation`` on a server without its HTTP endpoint."""
     return PyTritonInvalidOperationError(
         f"cannot {operation}: model control goes through the HTTP endpoint, which allow_http=False disabled"
     )
+
+
+def load_api_entry(model_dir: pathlib.Path) -> Tuple[str, Dict[str, bytes]]:
+    """A model's entry for Triton's load API: its config as JSON and its other files as
+    ``{"file:<path>": bytes}``, for a server that cannot read our files (``RemoteTriton``)."""
+    from google.protobuf import json_format, text_format  # noqa: PLC0415 - comes with tritonclient
+    from ..model_config.proto import model_config_pb2  # noqa: PLC0415
+
+    message = text_format.Parse((model_dir / "config.pbtxt").read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
+    files = {}
+    for path in sorted(model_dir.rglob("*")):
+        if path.is_file() and path.name != "config.pbtxt" and "__pycache__" not in path.parts:
+            files[f"file:{path.relative_to(model_dir).as_posix()}"] = path.read_bytes()
+    # Triton keeps a loaded model's running instances when a load brings the same config, whatever
+    # the files: a model of the server's own under this name would go on answering from its
+    # process. The files (relay.conf: our sockets) name this binding, so their digest goes in the
+    # config, and the load replaces the model, as PyTriton's RemoteTriton does.
+    digest = hashlib.sha256(b"".join(name.encode() + data for name, data in files.items())).hexdigest()[:16]
+    message.parameters[_BINDING_PARAMETER].string_value = digest
+    config_json = json_format.MessageToJson(message, preserving_proto_field_name=True)
+    return config_json, files

@@ -9,7 +9,6 @@ import logging
 import os
 import pathlib
 import re
-import select
 import signal
 import socket
 import subprocess
@@ -23,7 +22,7 @@ from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX
 from ..supervisor import describe_exit
 from .reaper import group_members, start_reaper, stop_reaper
 
-__all__ = ["ServerProcess", "ServerState", "check_ports_free", "wait_for_exits", "PRIVATE_UMASK"]
+__all__ = ["ServerProcess", "ServerState", "check_ports_free", "PRIVATE_UMASK"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +77,10 @@ def check_ports_free(ports: Dict[str, int], address: str = "0.0.0.0") -> None:
 class ServerProcess:
     """One tritonserver process.
 
-    The process is started from a dedicated thread that lives as long as it does: the process
-    asks the kernel for SIGKILL when that thread ends (PR_SET_PDEATHSIG), so the server never
-    outlives the user process, even after ``kill -9``.
+    The process asks the kernel for SIGKILL when the thread that spawned it ends
+    (PR_SET_PDEATHSIG), so the server never outlives the user process, even after ``kill -9``:
+    :meth:`spawn` is called on the supervision tree's thread, which lives until the server is
+    stopped (supervisor/__init__.py).
     """
 
     def __init__(self, argv: Sequence[str], env: Dict[str, str], log_file: pathlib.Path, endpoints: Sequence[str]):
@@ -113,9 +113,28 @@ class ServerProcess:
         return self._process is not None and self.returncode is None
 
     def spawn(self) -> None:
-        """Start the process, from a thread of its own that lives as long as it does; returns at once."""
+        """Start the process from the calling thread, which its parent-death signal is tied to, and
+        watch it from a thread of its own; returns at once."""
         with self._changed:
             self._state = ServerState.STARTING
+        try:
+            self._process = subprocess.Popen(
+                self._argv,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent_thread,
+                start_new_session=True,
+                # owner-only: the server's and its stubs' /dev/shm regions, files and sockets
+                umask=PRIVATE_UMASK,
+            )
+        except OSError as exc:
+            self._spawn_error = exc
+            self._set_state(ServerState.EXITED)
+            self._say_exited()
+            return
+        logger.info("tritonserver started (pid %d), log in %s", self._process.pid, self.log_file)
         threading.Thread(target=self._watch, name="tritonserver-watch", daemon=True).start()
 
     def wait_ready(self, timeout_s: float) -> None:
@@ -146,24 +165,6 @@ class ServerProcess:
         return describe_exit(self.returncode)
 
     def _watch(self) -> None:
-        try:
-            self._process = subprocess.Popen(
-                self._argv,
-                env=self._env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent_thread,
-                start_new_session=True,
-                # owner-only: the server's and its stubs' /dev/shm regions, files and sockets
-                umask=PRIVATE_UMASK,
-            )
-        except OSError as exc:
-            self._spawn_error = exc
-            self._set_state(ServerState.EXITED)
-            self._say_exited()
-            return
-        logger.info("tritonserver started (pid %d), log in %s", self._process.pid, self.log_file)
         # The stubs inherit the server's output: the pipe may outlive the server, so its end is
         # not the server's exit. Read from now on: the readiness is in it, whatever the reaper does.
         pump = threading.Thread(target=self._pump_log, name="tritonserver-log", daemon=True)
@@ -307,30 +308,6 @@ def _kill_group(pgid: int) -> None:
 def _group_cmdlines(pgid: int) -> List[List[str]]:
     """The command lines of the processes in process group ``pgid`` (from /proc)."""
     return [cmdline for _, cmdline in group_members(pgid)]
-
-
-def wait_for_exits(pids, timeout_s: float) -> bool:
-    """Wait until every process in ``pids`` has exited (pidfds: no polling); False on timeout."""
-    fds = []
-    for pid in pids:
-        try:
-            fds.append(os.pidfd_open(pid))
-        except ProcessLookupError:
-            continue
-    deadline = time.monotonic() + timeout_s
-    try:
-        while fds:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            ready, _, _ = select.select(fds, [], [], remaining)
-            for fd in ready:
-                fds.remove(fd)
-                os.close(fd)
-        return True
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def _signal(process: subprocess.Popen, signum: int) -> None:

@@ -11,6 +11,7 @@ import os
 import time
 from typing import Callable, Iterable, List, Optional, Sequence
 
+from ..polling import poll
 from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX, is_segment_name
 from .control import ControlError, ServerControl
 from .drain import DRAINING_MODEL
@@ -24,9 +25,8 @@ DEFAULT_EXIT_TIMEOUT_S = 30
 # Once the models are unloaded nothing is in flight: Triton gets this long to exit by itself
 # (it takes about 1 s).
 _GRACE_AFTER_UNLOAD_S = 3
-# While models unload: how often our workers are checked, and how long they must sit idle before
-# the stop no longer waits for Triton to finish the unload.
-_UNLOAD_POLL_S = 0.5
+# While models unload: how long our relay servers must sit idle before the stop no longer waits
+# for Triton to finish the unload.
 _IDLE_BEFORE_GIVING_UP_S = 3
 
 
@@ -43,7 +43,7 @@ def stop_server(
     Args:
         control: the server's control calls; ``None`` without the HTTP endpoint (no unload then).
         names: the models of this ``Triton``, those that use others first (ensembles).
-        busy: whether a batch is in flight in our workers.
+        busy: whether a batch is in flight in our relay servers.
         exit_timeout_s: how long in-flight requests may take to finish.
         unloaded_hook: called between the unload and the stop (with no callable running).
     """
@@ -80,38 +80,36 @@ def _unload_models(control: ServerControl, names: Sequence[str], busy: Callable[
 
 
 def _wait_unloaded(control: ServerControl, names: List[str], busy: Callable[[], bool], timeout_s: float) -> None:
-    """Wait for the models to unload, up to ``timeout_s``, or until our workers sat idle a while.
+    """Wait for the models to unload, up to ``timeout_s``, or until our relay servers sat idle a while.
 
     Triton 2.51 can keep a decoupled model UNLOADING for good after a gRPC stream was cancelled
     as its last response went out, although every request got its final response; once no
-    batch is in flight in our workers, nothing is lost by not waiting for it.
+    batch is in flight in our relay servers, nothing is lost by not waiting for it.
     """
-    deadline = time.monotonic() + timeout_s
-    idle_since = None
-    delay = 0.01
-    while True:
+    idle_since: List[float] = []
+
+    def done() -> bool:
         try:
             if not control.loaded(names):
-                return
+                return True
         except ControlError as exc:
             logger.warning("reading the repository index: %s", exc)
-            return
-        time.sleep(delay)
-        delay = min(2 * delay, _UNLOAD_POLL_S)
+            return True
         now = time.monotonic()
-        if now >= deadline:
-            logger.warning("a model did not unload within %.0f s (a callable still running?)", timeout_s)
-            return
         if busy():
-            idle_since = None
-        elif idle_since is None:
-            idle_since = now
-        elif now - idle_since >= _IDLE_BEFORE_GIVING_UP_S:
+            idle_since.clear()
+        elif not idle_since:
+            idle_since.append(now)
+        elif now - idle_since[0] >= _IDLE_BEFORE_GIVING_UP_S:
             logger.warning(
                 "tritonserver has not finished unloading although no request is in flight for %.0f s;"
                 " stopping it", _IDLE_BEFORE_GIVING_UP_S,
             )
-            return
+            return True
+        return False
+
+    if not poll(done, timeout_s):
+        logger.warning("a model did not unload within %.0f s (a callable still running?)", timeout_s)
 
 
 def _remove_regions(names: Iterable[str]) -> None:

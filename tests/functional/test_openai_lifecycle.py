@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from pytriton_like.openai import bind_chat_model
-from pytriton_like.openai.server import SERVICE_MODULE
+from pytriton_like.openai.stdio_protocol import SERVICE_MODULE
 from pytriton_like.triton import Triton
 
 from .conftest import free_config, free_port, free_ports, port_listening, wait_for

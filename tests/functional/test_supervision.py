@@ -22,7 +22,7 @@ from pytriton_like.client.exceptions import PyTritonClientModelUnavailableError
 from pytriton_like.decorators import batch
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.openai import bind_chat_model
-from pytriton_like.triton import Triton
+from pytriton_like.triton import Triton, WorkerOptions
 
 from .conftest import checked_for_leaks, free_config, free_port, free_ports, url_of, wait_for
 from .processes import Serving
@@ -128,6 +128,43 @@ def test_models_bound_and_unloaded_while_serving_stay_so_after_a_restart():
         assert wait_for(lambda: triton._server.pid != first and triton.is_alive(), 30)  # noqa: SLF001
         assert wait_for(lambda: triton.is_model_ready("Late"), 30)
         assert triton.is_model_ready("Kept") and not triton.is_model_ready("Unloaded")
+        with ModelClient(url_of(config, "http"), "Late") as client:
+            assert client.infer_sample(np.array([2.0], F32))["y"].tolist() == [4.0]
+
+
+def pids_of(url: str, model: str) -> set:
+    with ModelClient(url, model, init_timeout_s=60) as client:
+        return {int(client.infer_sample(np.array([1.0], F32))["pid"][0]) for _ in range(30)}
+
+
+def test_a_pool_past_its_bound_gives_up_and_the_run_starts_all_its_workers_again(caplog):
+    config = free_config()
+    with checked_for_leaks(), caplog.at_level(logging.WARNING, logger="pytriton_like"), Triton(config=config) as triton:
+        triton.bind(model_name="Whose", infer_func=whose, inputs=X, outputs=PID, config=ModelConfig(max_batch_size=8),
+                    workers=2, worker_options=WorkerOptions(max_restarts=0))
+        triton.run()
+        url = url_of(config, "http")
+        before = pids_of(url, "Whose")
+        os.kill(min(before), signal.SIGKILL)  # the pool may restart none: it gives up, and stops the other one
+        assert wait_for(lambda: "the pool of model 'Whose' serves again (restart 1)" in caplog.text, 60)
+        assert wait_for(triton.is_alive, 30)
+        after = pids_of(url, "Whose")
+        assert len(after) == 2 and not after & before  # all its workers anew
+    assert "the pool of model 'Whose' gives up" in caplog.text
+    assert ("the pool of model 'Whose' exited unexpectedly (it gave up: worker " in caplog.text
+            and "starting it again at once (restart 1 of at most 60 within 60 s)" in caplog.text)
+
+
+def test_a_model_bound_while_tritonserver_restarts_waits_for_it():
+    config = free_config()
+    with checked_for_leaks(), Triton(config=config) as triton:
+        triton.bind(model_name="Kept", infer_func=double, inputs=X, outputs=Y)
+        triton.run()
+        first = triton._server.pid  # noqa: SLF001 - the process to kill
+        os.kill(first, signal.SIGKILL)
+        triton.bind(model_name="Late", infer_func=double, inputs=X, outputs=Y)  # waits for the restart
+        assert triton._server.pid != first  # noqa: SLF001
+        assert triton.is_model_ready("Late") and triton.is_model_ready("Kept")
         with ModelClient(url_of(config, "http"), "Late") as client:
             assert client.infer_sample(np.array([2.0], F32))["y"].tolist() == [4.0]
 

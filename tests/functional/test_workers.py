@@ -23,10 +23,12 @@ from pytriton_like.client.exceptions import PyTritonClientInferenceServerError, 
 from pytriton_like.decorators import batch, triton_context
 from pytriton_like.exceptions import PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, SequenceBatcher, Tensor
-from pytriton_like.supervisor import RESTART_GRACE_S
+from pytriton_like.supervisor import RestartPolicy
 from pytriton_like.triton import RemoteTriton, Triton, WorkerOptions
 
 from .conftest import checked_for_leaks, free_config, url_of, wait_for
+
+GRACE_S = RestartPolicy().grace_s  # how long a model waits for its worker processes before it is unloaded
 
 F32 = np.float32
 X = [Tensor(name="x", dtype=F32, shape=(-1,))]
@@ -388,7 +390,7 @@ class SlowToRestart(WhoAmI):
     def setup_worker(self, worker):
         super().setup_worker(worker)
         if os.path.exists(self.marker):
-            time.sleep(RESTART_GRACE_S + 3)
+            time.sleep(GRACE_S + 3)
 
 
 def ready_throughout(url: str, model: str, seconds: float) -> bool:
@@ -413,7 +415,7 @@ def test_workers_back_within_the_grace_leave_the_model_loaded(caplog):
         assert len(pids) == 2
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
-        assert ready_throughout(url, "Who", RESTART_GRACE_S + 2)  # never unloaded: both were back within the grace
+        assert ready_throughout(url, "Who", GRACE_S + 2)  # never unloaded: both were back within the grace
         answers = who_answers(url, calls=20, threads=2)
         assert {pid for pid, _, _ in answers}.isdisjoint(pids)
     assert caplog.text.count("of model 'Who' serves again") == 2
@@ -438,7 +440,7 @@ def test_the_model_is_not_ready_while_no_worker_lives(caplog, tmp_path):
             assert wait_for(lambda: raw.is_model_ready("Who"), 60)  # restarted, loaded again
         answers = who_answers(url, calls=20, threads=2)
         assert {pid for pid, _, _ in answers}.isdisjoint(pids)
-    assert "model 'Who' is not ready: none of its worker processes is alive" in caplog.text
+    assert "model 'Who' is not ready: none of its worker processes serves" in caplog.text
     assert "model 'Who' is ready again" in caplog.text
 
 

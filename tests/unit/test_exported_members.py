@@ -131,7 +131,7 @@ def run_python(code: str) -> str:
 
 
 def test_the_openai_endpoints_process_loads_no_grpcio():
-    # The endpoint speaks gRPC itself (openai/channel.py, over h2) and reads Triton's service
+    # The endpoint speaks gRPC itself (openai/grpc_channel.py, over h2) and reads Triton's service
     # messages from their file (model_config/proto.py): grpcio's threads and memory stay out.
     loaded = modules_loaded_by(
         "pytriton_like.openai.service",

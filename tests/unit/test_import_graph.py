@@ -18,7 +18,7 @@ PACKAGE = pathlib.Path(pytriton_like.__file__).parent
 # Lowest first. A name stands for that module, or that package and everything in it.
 LAYERS: List[List[str]] = [
     # stdlib/numpy only: the error tree, constants, what a callable receives
-    ["pytriton_like", "pytriton_like.exceptions", "pytriton_like.constants", "pytriton_like.console",
+    ["pytriton_like", "pytriton_like.exceptions", "pytriton_like.constants", "pytriton_like.console", "pytriton_like.polling",
      "pytriton_like.access_tokens", "pytriton_like.tracing", "pytriton_like.proxy", "pytriton_like.supervisor"],
     # the relay's wire format, transport, arenas, the built backend's path
     ["pytriton_like.relay"],
@@ -40,7 +40,7 @@ LAYERS: List[List[str]] = [
     # the OpenAI-compatible endpoint: its models' contract and helpers, its server (forwards to Triton)
     ["pytriton_like.openai"],
     # orchestration: Triton, RemoteTriton
-    ["pytriton_like.remote", "pytriton_like.startup", "pytriton_like.model_management", "pytriton_like.serving",
+    ["pytriton_like.binder", "pytriton_like.remote", "pytriton_like.startup", "pytriton_like.model_management", "pytriton_like.serving",
      "pytriton_like.triton"],
     # the command line
     ["pytriton_like.cli", "pytriton_like.__main__"],
@@ -151,7 +151,7 @@ def test_no_import_cycle():
 
 @pytest.mark.parametrize(
     "source, target",
-    [("pytriton_like.decorators", "pytriton_like.models.loopback"),
+    [("pytriton_like.decorators", "pytriton_like.models.nested_calls"),
      ("pytriton_like.model_config.ensemble", "pytriton_like.model_config.generator")],
 )
 def test_the_former_offenders_stay_fixed(source, target):

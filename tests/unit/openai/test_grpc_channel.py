@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 
-from pytriton_like.openai.channel import CANCELLED, NOT_FOUND, UNAVAILABLE, Channel, RpcError
+from pytriton_like.openai.grpc_channel import CANCELLED, NOT_FOUND, UNAVAILABLE, GrpcChannel, RpcError
 
 SERVICE = "test.Echo"
 
@@ -62,7 +62,7 @@ async def start_server(echo, port=0):
 async def serving(body, echo=None, metadata=()):
     echo = echo or Echo()
     server, port = await start_server(echo)
-    channel = Channel(f"127.0.0.1:{port}", metadata)
+    channel = GrpcChannel(f"127.0.0.1:{port}", metadata)
     try:
         return await body(channel, echo)
     finally:
@@ -135,7 +135,7 @@ def test_a_server_that_goes_away_ends_calls_unavailable_and_a_new_one_connects_a
     async def body():
         echo = Echo()
         server, port = await start_server(echo)
-        channel = Channel(f"127.0.0.1:{port}")
+        channel = GrpcChannel(f"127.0.0.1:{port}")
         try:
             call = await channel.open(f"/{SERVICE}/Chat")
             await call.write(b"1")
@@ -197,7 +197,7 @@ class Acknowledged:
 
 
 def test_messages_split_anywhere_across_frames_are_read_whole_and_each_byte_acknowledged_once_read():
-    from pytriton_like.openai.channel import Call
+    from pytriton_like.openai.grpc_channel import Call
 
     messages = [b"", b"a", bytes(range(256)) * 70, b"xyz" * 5]
     wire = b"".join(b"\0" + len(m).to_bytes(4, "big") + m for m in messages)

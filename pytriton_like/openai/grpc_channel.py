@@ -30,11 +30,11 @@ from .grpc_connection import CONNECTION_WINDOW, INITIAL_WINDOW, STREAM_WINDOW, C
 from .grpc_status import CANCELLED, INTERNAL, NOT_FOUND, OK, UNAVAILABLE, RpcError, StatusCode
 
 __all__ = [
-    "Channel", "Call", "RpcError", "StatusCode", "OK", "CANCELLED", "NOT_FOUND", "UNAVAILABLE", "INTERNAL",
+    "GrpcChannel", "Call", "RpcError", "StatusCode", "OK", "CANCELLED", "NOT_FOUND", "UNAVAILABLE", "INTERNAL",
 ]
 
 
-class Channel:
+class GrpcChannel:
     """Calls to one gRPC server (make it and use it on one event loop); connects on first use, and
     again when the connection was lost or takes no new call.
 

@@ -23,7 +23,7 @@ from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame, PingFrame
 
 from pytriton_like.openai import grpc_connection as connection_module
-from pytriton_like.openai.channel import CANCELLED, OK, UNAVAILABLE, Channel, RpcError, StatusCode
+from pytriton_like.openai.grpc_channel import CANCELLED, OK, UNAVAILABLE, GrpcChannel, RpcError, StatusCode
 
 PATH = "/test.Fake/Call"
 WAIT_S = 3  # the longest any step may take; each takes milliseconds
@@ -223,7 +223,7 @@ def serve(handler, body, channel_args=None, **server_args):
 
     async def main():
         async with FakeServer(handler, **server_args) as server:
-            channel = Channel(server.target, **(channel_args or {}))
+            channel = GrpcChannel(server.target, **(channel_args or {}))
             try:
                 return await asyncio.wait_for(body(channel, server), WAIT_S)
             finally:
