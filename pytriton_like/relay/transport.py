@@ -96,9 +96,6 @@ class Channel:
             if sent:
                 buffers[0] = memoryview(buffers[0])[sent:]
 
-    def nudge(self) -> None:
-        self.socket.sendall(_LENGTH.pack(0), socket.MSG_NOSIGNAL)
-
     def recv(self) -> Tuple[memoryview, Optional[int]]:
         """The next message (a view of a new, writable buffer) and the descriptor that came with it.
 
@@ -171,7 +168,7 @@ class Listener:
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # bound beside the path, then renamed over it: a restarted worker process replaces its
         # dead predecessor's socket without a moment in which the path is missing (the backend
-        # takes a missing path as "no worker will come back")
+        # takes a missing path as "no relay server will come back")
         bound = self.path + "~"
         try:
             with contextlib.suppress(FileNotFoundError):

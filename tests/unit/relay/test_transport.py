@@ -39,7 +39,7 @@ def test_a_large_message_arrives_whole(pair):
 
 def test_a_nudge_is_an_empty_message(pair):
     a, b = pair
-    a.nudge()
+    a.send([])  # a message of length 0
     a.send([b"x"])
     assert bytes(b.recv()[0]) == b""
     assert bytes(b.recv()[0]) == b"x"
