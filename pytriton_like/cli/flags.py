@@ -3,10 +3,10 @@ and the settings that decide its speed (read back as one :class:`~pytriton_like.
 """
 
 import argparse
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
-from ..model_config import ModelConfig
-from ..tune.settings import Settings
+if TYPE_CHECKING:  # imported when the flags are read: building the parser (--help) stays light
+    from ..tune.settings import Settings
 
 __all__ = ["add_model_arguments", "add_settings_arguments", "settings_from_arguments", "model_flags"]
 
@@ -92,7 +92,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from_arguments(args: argparse.Namespace, base: Optional[Settings] = None) -> Settings:
+def settings_from_arguments(args: argparse.Namespace, base: Optional["Settings"] = None) -> "Settings":
     """The settings the flags give; a flag not given takes ``base``'s value (a tune report's), else
     the default (``ModelConfig``'s batch size, no delay, one instance, one process).
 
@@ -100,6 +100,9 @@ def settings_from_arguments(args: argparse.Namespace, base: Optional[Settings] =
         PyTritonBadParameterError: settings that do not go together (instances and workers, a
             preferred size above the largest batch, a delay without batching).
     """
+    from ..model_config import ModelConfig  # noqa: PLC0415
+    from ..tune.settings import Settings  # noqa: PLC0415
+
     if base is None:
         base = Settings(max_batch_size=ModelConfig().max_batch_size)
     size = base.max_batch_size if args.max_batch_size is None else args.max_batch_size

@@ -89,6 +89,10 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how long each concurrency level is measured (default 1; longer for steadier numbers)")
     search.add_argument("--start-timeout-s", type=float, default=300.0, metavar="S",
                         help="how long a trial's server may take to start (default 300)")
+    search.add_argument("--load-generator", choices=("auto", "builtin", "perf_analyzer"), default="auto",
+                        help="what measures each level: tune's own clients (builtin), Triton's perf_analyzer, or"
+                        " auto: perf_analyzer where it is on the PATH (tune's clients check the answers either way)")
+    search.add_argument("--perf-analyzer", metavar="PATH", help="the perf_analyzer program to use")
     out = parser.add_argument_group("the results")
     out.add_argument("--report", metavar="DIR", help="write DIR/report.json and DIR/report.html")
     out.add_argument("--no-progress", action="store_true", help="no progress bar (a line per trial still)")

@@ -57,7 +57,7 @@ def pareto_plot(report: Dict[str, Any]) -> str:
     kept = [row for row in rows if not row["excluded"]]
     dropped = [row for row in rows if row["excluded"]]
     axes.scatter([r["p99_ms"] for r in kept], [r["throughput"] for r in kept], s=22, color=COLORS["point"],
-                 alpha=0.6, label="a setting at one concurrency")
+                 label="a setting at one concurrency")
     if dropped:
         axes.scatter([r["p99_ms"] for r in dropped], [r["throughput"] for r in dropped], s=30, marker="x",
                      color=COLORS["excluded"], label="excluded (wrong answers or failures)")

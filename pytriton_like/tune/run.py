@@ -19,6 +19,7 @@ from ..cli.flags import model_flags, settings_from_arguments
 from ..cli.serve import CliError, inputs_from_signature, load_target, parse_tensor
 from .choice import Goal, choose
 from .load import Checker, Window
+from .perf_analyzer import PerfAnalyzer
 from .progress import Progress, trial_line
 from .report import build_report, summary_lines, write_json
 from .samples import Sample, make_samples, reference_answers
@@ -72,6 +73,7 @@ class Run:
     reference: str
     report_dir: Optional[pathlib.Path]
     progress_bar: bool
+    perf_analyzer: Optional[PerfAnalyzer] = None
 
     @classmethod
     def from_arguments(cls, args: argparse.Namespace) -> "Run":
@@ -104,6 +106,14 @@ class Run:
                 f" to start, then each concurrency level runs {args.window_s + Window().warmup_s:g} s; give"
                 f" --time-budget-s {max(30, round(4 * (_START_GUESS_S + args.window_s)))} or more"
             )
+        perf_analyzer = None
+        if args.load_generator != "builtin" or args.perf_analyzer:
+            try:
+                perf_analyzer = PerfAnalyzer.find(args.perf_analyzer)
+            except FileNotFoundError as exc:
+                raise CliError(str(exc)) from None
+            if perf_analyzer is None and args.load_generator == "perf_analyzer":
+                raise CliError("--load-generator perf_analyzer: perf_analyzer is not on the PATH (--perf-analyzer PATH)")
         space = default_space(
             given, cores=usable_cores(), max_batch_sizes=args.search_max_batch_size,
             queue_delays_us=args.search_queue_delay_microseconds, instances=args.search_instances,
@@ -125,6 +135,7 @@ class Run:
             reference=reference,
             report_dir=pathlib.Path(args.report) if args.report else None,
             progress_bar=not args.no_progress and sys.stderr.isatty(),
+            perf_analyzer=perf_analyzer,
         )
 
     def execute(self) -> int:
@@ -152,8 +163,10 @@ class Run:
                 "preferred_batch_sizes": self.space.preferred},
             "space_size": self.space.size(), "untried": search.untried(),
             "window_s": self.window.window_s, "warmup_s": self.window.warmup_s,
-            "load_generator": "pytriton_like's: closed-loop clients over HTTP/1.1 (KServe v2, binary tensors)"
-                              " on this machine",
+            "load_generator": (f"perf_analyzer ({self.perf_analyzer.binary}), HTTP, after tune's clients checked"
+                               " the answers at each level" if self.perf_analyzer else
+                               "pytriton_like's: closed-loop clients over HTTP/1.1 (KServe v2, binary tensors)")
+                              + ", on this machine",
             "reference": self.reference, "requests": [
                 {name: {"dtype": str(array.dtype), "shape": list(array.shape)} for name, array in s.inputs.items()}
                 for s in self.samples[:1]],
@@ -204,7 +217,8 @@ class Run:
                                      start_timeout_s=self.start_timeout_s)
                 await run_trial(trial, server, Checker(self.samples), self.levels, self.window,
                                 stop_after=self.goal.stop_after, deadline=deadline,
-                                watch=lambda t, c, m: progress.trial(t, c) if m is None else None)
+                                watch=lambda t, c, m: progress.trial(t, c) if m is None else None,
+                                perf_analyzer=self.perf_analyzer)
                 slowest_start = max(slowest_start, trial.start_s or 0.0)
                 search.observe(trial)
                 line = trial_line(trial, self.goal.best(trial, self.levels))

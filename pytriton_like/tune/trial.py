@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .load import Checker, LevelResult, Window, drive, encode_request
+from .perf_analyzer import PerfAnalyzer
 from .settings import Settings
 from .trial_server import StartFailure, TrialServer
 from .usage import own_cpu_seconds
@@ -94,9 +95,10 @@ LevelWatcher = Callable[[Trial, int, Optional[Measurement]], None]
 
 async def run_trial(trial: Trial, server: TrialServer, checker: Checker, levels: Sequence[int], window: Window, *,
                     stop_after: Callable[[Settings, List[Measurement]], Optional[str]], deadline: float,
-                    watch: Optional[LevelWatcher] = None) -> None:
+                    watch: Optional[LevelWatcher] = None, perf_analyzer: Optional[PerfAnalyzer] = None) -> None:
     """Serve ``trial.settings``, check each sample alone, drive ``levels`` in turn (until
     ``stop_after`` names a reason, or ``deadline`` on the monotonic clock comes), stop the server.
+    With ``perf_analyzer``, it measures each level after tune's generator checked its answers there.
 
     A cancellation (Ctrl-C) marks the trial interrupted, stops its server and is raised again.
     """
@@ -116,12 +118,12 @@ async def run_trial(trial: Trial, server: TrialServer, checker: Checker, levels:
         if _failed(trial, first, server):
             return
         for concurrency in levels:
-            if time.monotonic() + _level_seconds(window) > deadline:
+            if time.monotonic() + _level_seconds(window, perf_analyzer) > deadline:
                 trial.note = "cut short by the time budget"
                 break
             if watch is not None:
                 watch(trial, concurrency, None)
-            measurement = await _measure(server, wires, checker, concurrency, window, trial)
+            measurement = await _measure(server, wires, checker, concurrency, window, trial, perf_analyzer)
             if measurement is None:
                 return
             trial.measurements.append(measurement)
@@ -141,12 +143,49 @@ async def run_trial(trial: Trial, server: TrialServer, checker: Checker, levels:
         await asyncio.shield(server.stop())
 
 
-def _level_seconds(window: Window) -> float:
-    return window.warmup_s + window.window_s
+def _level_seconds(window: Window, perf_analyzer: Optional[PerfAnalyzer] = None) -> float:
+    """About how long a level takes (perf_analyzer measures three windows and starts first)."""
+    return window.warmup_s + window.window_s * (1 if perf_analyzer is None else 3) + (0 if perf_analyzer is None else 1)
 
 
 async def _measure(server: TrialServer, wires: Sequence[bytes], checker: Checker, concurrency: int, window: Window,
-                   trial: Trial) -> Optional[Measurement]:
+                   trial: Trial, perf_analyzer: Optional[PerfAnalyzer]) -> Optional[Measurement]:
+    if perf_analyzer is None:
+        return await _measure_ourselves(server, wires, checker, concurrency, window, trial)
+    checks = dataclasses.replace(window, window_s=0.0, min_requests=0, max_window_s=0.0)
+    if _failed(trial, await drive(server.http_port, wires, checker, concurrency, checks), server):
+        return None
+    tree = server.tree
+    assert tree is not None
+    peak = {"rss": 0}
+    sampler = asyncio.ensure_future(_sample_memory(tree, peak))
+    before = tree.cpu_seconds()
+    try:
+        numbers = await perf_analyzer.measure(server.model_name, server.http_port, checker.samples,
+                                              server.settings.batching, concurrency, window.window_s)
+    except RuntimeError as exc:
+        trial.finish(TrialStatus.FAILED, f"at concurrency {concurrency}, {exc}")
+        return None
+    finally:
+        sampler.cancel()
+        await asyncio.gather(sampler, return_exceptions=True)
+    seconds = numbers["seconds"]
+    return Measurement(
+        concurrency=concurrency, throughput=numbers["throughput"], p50_ms=numbers["p50_ms"],
+        p99_ms=numbers["p99_ms"], requests=round(numbers["throughput"] * 3 * window.window_s), seconds=seconds,
+        cpu_cores=(tree.cpu_seconds() - before) / seconds, rss_mib=peak["rss"] / 2**20,
+        generator_cpu_cores=numbers["cpu_s"] / seconds,
+    )
+
+
+async def _sample_memory(tree, peak: Dict[str, int]) -> None:
+    while True:
+        peak["rss"] = max(peak["rss"], tree.rss_bytes())
+        await asyncio.sleep(_RSS_EVERY_S)
+
+
+async def _measure_ourselves(server: TrialServer, wires: Sequence[bytes], checker: Checker, concurrency: int,
+                             window: Window, trial: Trial) -> Optional[Measurement]:
     tree = server.tree
     assert tree is not None
     marks: Dict[str, float] = {}
@@ -157,12 +196,7 @@ async def _measure(server: TrialServer, wires: Sequence[bytes], checker: Checker
         marks[f"server_{suffix}"] = tree.cpu_seconds()
         marks[f"own_{suffix}"] = own_cpu_seconds()
 
-    async def sample_memory() -> None:
-        while True:
-            peak["rss"] = max(peak["rss"], tree.rss_bytes())
-            await asyncio.sleep(_RSS_EVERY_S)
-
-    sampler = asyncio.ensure_future(sample_memory())
+    sampler = asyncio.ensure_future(_sample_memory(tree, peak))
     try:
         result = await drive(server.http_port, wires, checker, concurrency, window, on_window=on_window)
     finally:
