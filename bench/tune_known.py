@@ -2,9 +2,9 @@
 
 ``known`` (the default): tune each callable of tune_models.py with the default quick search and
 the whole default space, then serve its recommendation and its given settings again, each in turn,
-and drive them with a client of its own (ModelClient threads, not tune's load generator) at the
-recommendation's concurrency: does the recommendation reach the reported throughput, and by how
-much does it beat the given settings?
+and drive them with a client of its own at the
+recommendation's concurrency (wrk: C, JSON requests, none of tune's code): does the recommendation
+reach the reported throughput, and by how much does it beat the given settings?
 
 - ``sleepy`` from a batch of 1 at 32 clients (batching and a delay: far over 10x);
 - ``busy`` from a batch of 1 at 4 clients (only worker processes: up to the cores);
@@ -32,14 +32,13 @@ import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Dict, List
 
 import numpy as np
 
+import measure
 from pytriton_like.access_tokens import read_token
-from pytriton_like.client import ModelClient
 from pytriton_like.model_config import Tensor
 from pytriton_like.tune.load import Checker, Window, drive, encode_request
 from pytriton_like.tune.samples import make_samples
@@ -58,37 +57,24 @@ CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disabl
             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
 
 
-def drive_with_clients(url: str, model: str, concurrency: int, seconds: float) -> float:
-    """Requests per second of ``concurrency`` ModelClient threads in a closed loop, after 1 s of warm-up."""
-    done, stop = [0] * concurrency, threading.Event()
-
-    def loop(index: int) -> None:
-        with ModelClient(url, model, init_timeout_s=60, inference_timeout_s=60) as client:
-            x = np.full((1, 1), index % 4 + 1, np.float32)
-            while not stop.is_set():
-                client.infer_batch(x=x)
-                done[index] += 1
-
-    threads = [threading.Thread(target=loop, args=(index,), daemon=True) for index in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    time.sleep(1.0)
-    first, started = sum(done), time.monotonic()
-    time.sleep(seconds)
-    count, took = sum(done) - first, time.monotonic() - started
-    stop.set()
-    for thread in threads:
-        thread.join(120)
-    return count / took
+def drive_with_wrk(port: int, model: str, concurrency: int, seconds: float) -> Dict[str, float]:
+    """wrk (C, tune's generator has no part in it) POSTing a KServe v2 JSON request over ``concurrency``
+    connections after a warm-up second: requests/s, p50 and p99."""
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}]}).encode()
+    path = f"/v2/models/{model}/infer"
+    measure.wrk_throughput(port, connections=concurrency, duration_s=1, path=path, body=body)
+    numbers = measure.wrk_throughput(port, connections=concurrency, duration_s=seconds, path=path, body=body)
+    if numbers["socket_errors"]:
+        raise RuntimeError(f"wrk: {numbers['socket_errors']} socket errors")
+    return numbers
 
 
-async def _serve_and_drive(name: str, settings: Settings, concurrency: int, seconds: float) -> float:
+async def _serve_and_drive(name: str, settings: Settings, concurrency: int, seconds: float) -> Dict[str, float]:
     server = TrialServer(f"tune_models:{name}", [], settings, name, cwd=str(HERE), start_timeout_s=300)
     await server.start()
     try:
-        url = f"http://127.0.0.1:{server.http_port}"
-        return await asyncio.get_running_loop().run_in_executor(None, drive_with_clients, url, name, concurrency,
-                                                                seconds)
+        return await asyncio.get_running_loop().run_in_executor(None, drive_with_wrk, server.http_port, name,
+                                                                concurrency, seconds)
     finally:
         await server.stop()
 
@@ -115,9 +101,11 @@ def known(args) -> int:
         given_again = asyncio.run(_serve_and_drive(name, Settings.from_dict(given), level, args.seconds))
         summary[name] = {
             "recommended": Settings.from_dict(recommended).label(), "concurrency": level,
-            "reported_throughput": recommended["throughput"], "served_again": round(again, 1),
+            "reported_throughput": recommended["throughput"], "reported_p99_ms": recommended["p99_ms"],
+            "served_again": round(again["req_per_s"], 1), "served_again_p99_ms": again["latency_p99_ms"],
             "given": Settings.from_dict(given).label(), "given_reported": given["throughput"],
-            "given_served_again": round(given_again, 1), "ratio_served_again": round(again / given_again, 2),
+            "given_served_again": round(given_again["req_per_s"], 1),
+            "ratio_served_again": round(again["req_per_s"] / given_again["req_per_s"], 2),
             "trials": len({row["trial"] for row in report["trials"]}), "search_s": report["search"]["elapsed_s"],
             "ended": report["search"]["ended"],
         }

@@ -117,8 +117,11 @@ def concurrency_plot(report: Dict[str, Any]) -> str:
     budget = report["goal"]["latency_budget_ms"]
     if budget:
         right.axhline(budget, linestyle="--", color="#555555", linewidth=1, label=f"budget {budget:g} ms")
+    levels = report["goal"]["concurrency"]
     for axes, what in ((left, "throughput (requests/s)"), (right, "p99 latency (ms)")):
         axes.set_xscale("log", base=2)
+        axes.set_xticks(levels, [str(level) for level in levels])
+        axes.minorticks_off()
         axes.set_xlabel("concurrent clients")
         axes.set_ylabel(what)
         axes.grid(True, alpha=0.3)

@@ -100,9 +100,9 @@ class QuickSearch(_Search):
         self._queue = [near for _, near in neighbours]
 
 
-# Which way to look first: up the batch size, a delay longer than a batch, more processes, more threads,
+# Which way to look first: up the batch size, a delay longer than a batch, more threads (cheaper), more processes,
 # a longer delay, then back.
-_MOVES = ("max_batch_size+", "delay~", "workers+", "instances+", "delay+", "preferred+",
+_MOVES = ("max_batch_size+", "delay~", "instances+", "workers+", "delay+", "preferred+",
           "max_batch_size-", "delay-", "preferred-", "instances-", "workers-")
 
 
