@@ -126,4 +126,7 @@ def run_tune(args: argparse.Namespace) -> int:
     except (CliError, PyTritonError, ValueError) as exc:
         print(f"pytriton_like tune: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before the search: nothing measured, nothing to report
+        print("pytriton_like tune: stopped before the first trial", file=sys.stderr)
+        return 130
     return run.execute()

@@ -25,6 +25,8 @@ def trial_line(trial: Trial, best: Optional[Measurement]) -> str:
     if trial.status is not TrialStatus.OK:
         first = (trial.error or "").splitlines()[0] if trial.error else ""
         return f"{head}: {trial.status.value.upper()}: {first}"
+    if not trial.measurements:
+        return f"{head}: nothing measured"
     if best is None:
         closest = min(trial.measurements, key=lambda m: m.p99_ms)
         return f"{head}: none within the latency budget (closest: {numbers(closest)})"
@@ -46,8 +48,9 @@ class Progress:
         if bar:
             from tqdm import tqdm  # noqa: PLC0415 - the tune extra; checked before the search starts
 
+            # tqdm writes ", " before the postfix: "... 12/300 s, best: ..."
             self._bar = tqdm(total=round(budget_s), file=out, unit="s", dynamic_ncols=True, leave=False,
-                             bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s {postfix}")
+                             bar_format="{desc} |{bar:20}| {n:.0f}/{total:.0f} s{postfix}")
 
     def tick(self) -> None:
         """Move the bar to the time spent (called every half second)."""

@@ -91,7 +91,12 @@ class Run:
                     data = {name: loaded[name] for name in loaded.files}
             except (OSError, ValueError) as exc:
                 raise CliError(f"--input-data {args.input_data}: {exc}") from None
-        samples = make_samples(inputs, given.batching, _shapes(args.shape), data)
+        shapes = _shapes(args.shape)
+        unknown = sorted(set(shapes) - {spec.name for spec in inputs})
+        if unknown:
+            raise CliError(f"--shape names no input: {', '.join(unknown)} (the inputs:"
+                           f" {', '.join(spec.name for spec in inputs)})")
+        samples = make_samples(inputs, given.batching, shapes, data)
         try:
             reference_answers(func, samples)
             reference = "the callable's own answers, called in the tune process on each request alone"

@@ -319,3 +319,26 @@ def test_a_port_taken_meanwhile_is_tried_again_elsewhere(tmp_path, monkeypatch):
 
         port = asyncio.run(start_and_stop())
     assert not picks and port != held
+
+
+def test_serve_applies_the_batching_and_instance_flags(tmp_path):
+    import urllib.request
+
+    (tmp_path / "models.py").write_text(MODELS)
+    http, grpc, metrics = free_ports(3)
+    argv = [sys.executable, "-m", "pytriton_like", "serve", "models:sleepy", "--max-batch-size", "16",
+            "--max-queue-delay-microseconds", "3000", "--preferred-batch-size", "8", "--instances", "2",
+            "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
+    with Serving(argv, cwd=tmp_path) as server:
+        line = server.wait_for("serving models:sleepy as model sleepy")
+        assert "(max_batch_size 16, queue delay 3000 µs, preferred batch sizes 8, 2 instances)" in line
+        server.wait_for("serving; press CTRL+C to stop")
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/sleepy/config", timeout=30) as answer:
+            config = json.load(answer)
+        with ModelClient(f"http://127.0.0.1:{http}", "sleepy") as client:
+            np.testing.assert_array_equal(client.infer_batch(x=np.ones((2, 1), np.float32))["y"], [[2], [2]])
+        assert server.stop(signal.SIGINT) == 0
+    assert config["max_batch_size"] == 16
+    assert int(config["dynamic_batching"]["max_queue_delay_microseconds"]) == 3000
+    assert config["dynamic_batching"]["preferred_batch_size"] == [8]
+    assert sum(group["count"] for group in config["instance_group"]) == 2

@@ -77,3 +77,21 @@ def test_a_report_without_a_recommendation_shows_the_closest():
     assert report["recommended"] is None and report["closest"]["p99_ms"] == 21
     assert summary_lines(report, choice)[1].startswith("no setting met the latency budget (p99 <= 5 ms); the closest")
     assert 'class="box none"' in render_page(report, ["-"])
+
+
+def test_a_callable_that_cannot_be_called_here_is_compared_with_the_given_settings_answers(tmp_path, monkeypatch):
+    from pytriton_like.tune.run import Run
+
+    (tmp_path / "needs_worker.py").write_text(
+        "from pytriton_like.decorators import batch\n\n@batch\ndef predict(x):\n"
+        "    raise RuntimeError('the model is loaded in setup_worker')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = build_parser().parse_args(["tune", "needs_worker:predict", "--shape", "x:3"])
+    run = Run.from_arguments(args)
+    assert all(sample.expected is None for sample in run.samples)
+    assert run.samples[0].inputs["x"].shape == (1, 3)
+    assert run.reference.startswith("the given settings' answers, one request at a time (calling the callable here"
+                                    " failed: RuntimeError: the model is loaded in setup_worker)")
+    with pytest.raises(Exception, match="--shape names no input: y"):
+        Run.from_arguments(build_parser().parse_args(["tune", "needs_worker:predict", "--shape", "y:3"]))
