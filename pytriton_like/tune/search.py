@@ -4,8 +4,8 @@
   neighbours (one step along one dimension); the first that beats the current point by more than
   noise becomes the current point, and the same move is tried again first (a batch size that
   paid when doubled is doubled again). Where neighbours only tie with it (within noise), their
-  own neighbours are tried too: a larger batch may pay only with a delay. It ends when no
-  neighbour of the current point, or of a point as good, beats it.
+  own neighbours are tried too (three such points at most): a larger batch may pay only with a
+  delay. It ends when no neighbour of the current point, or of those points, beats it.
 - :class:`GridSearch` (``--search exhaustive``): every point of the space, nearest to the given
   settings first, so that one cut short by the time budget has looked around them.
 
@@ -23,6 +23,9 @@ from .trial import Trial
 __all__ = ["QuickSearch", "GridSearch", "make_search", "STRATEGIES"]
 
 STRATEGIES = ("quick", "exhaustive")
+# How many points that only tie with the best are looked around before the climb ends (a plateau of
+# equals could otherwise take the whole time budget).
+PLATEAU_PATIENCE = 3
 
 
 class _Search:
@@ -57,12 +60,14 @@ class QuickSearch(_Search):
         self._queue: List[Settings] = []
         self._moves: Dict[Settings, str] = {}  # the move that first reached each point
         self._expanded: List[Settings] = []
+        self._plateaus_left = PLATEAU_PATIENCE
         self.converged = False
 
     def observe(self, trial: Trial) -> None:
         super().observe(trial)
         if self.current is None or self.score(trial.settings).beats(self.score(self.current)):
             self.current = trial.settings
+            self._plateaus_left = PLATEAU_PATIENCE
             self._expand(self.current)
 
     def next(self) -> Optional[Settings]:
@@ -73,10 +78,11 @@ class QuickSearch(_Search):
                 point = self._queue.pop(0)
                 if point not in self.tried:
                     return point
-            plateau = self._plateau()
+            plateau = self._plateau() if self._plateaus_left > 0 else None
             if plateau is None:
                 self.converged = True
                 return None
+            self._plateaus_left -= 1
             self._expand(plateau)
 
     def _plateau(self) -> Optional[Settings]:
