@@ -85,7 +85,8 @@ def known(args) -> int:
     for name in args.only or list(CASES):
         folder = out / name
         command = [sys.executable, "-m", "pytriton_like", "tune", f"tune_models:{name}", *CASES[name],
-                   "--time-budget-s", str(args.time_budget_s), "--report", str(folder), "--no-progress"]
+                   "--time-budget-s", str(args.time_budget_s), "--report", str(folder.relative_to(HERE)),
+                   "--no-progress"]
         print(f"== {' '.join(command[2:])}", flush=True)
         completed = subprocess.run(command, cwd=HERE, timeout=args.time_budget_s + 600)
         if completed.returncode not in (0, 1):

@@ -1,8 +1,8 @@
 """Triton's perf_analyzer as the measuring load generator, where it is installed.
 
-On a model that answers in about a millisecond, perf_analyzer (C++) measured up to 1.2-1.5x the
+On a model that answers in about a millisecond, perf_analyzer (C++) measured 1.0-1.7x the
 throughput tune's own Python load generator measured at 8 clients on a 2-core machine, and the
-same at 32 (docs/tuning.md): where it is on the PATH (or given with ``--perf-analyzer``), each
+same within noise at 32 (docs/tuning.md): where it is on the PATH (or given with ``--perf-analyzer``), each
 level's numbers come from it. It sends tune's own requests (``--input-data``) but checks no
 answer, so tune's generator drives every level first for a short while and checks its answers.
 """

@@ -220,8 +220,8 @@ def test_only_worker_processes_help_a_callable_that_holds_the_gil(tmp_path):
                      "1,2", "--window-s", "1.5", "--report", str(tmp_path / "report"), "--no-progress")
     assert completed.returncode == 0, completed.stdout + completed.stderr
     recommended = report_of(tmp_path)["recommended"]
-    assert (recommended["workers"], recommended["instances"], recommended["max_batch_size"]) == (2, 1, 1), (
-        completed.stdout + completed.stderr)
+    # threads share the GIL; processes are the gain (a batch may save a little of the relay's cost per call)
+    assert (recommended["workers"], recommended["instances"]) == (2, 1), completed.stdout + completed.stderr
 
 
 def test_a_batch_size_in_between_wins_under_a_latency_budget(tmp_path):
