@@ -15,7 +15,7 @@ import pathlib
 import resource
 import shutil
 import tempfile
-from typing import Dict, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from .samples import Sample
 __all__ = ["PerfAnalyzer", "PerfAnalyzerNumbers"]
 
 
-class PerfAnalyzerNumbers(Dict[str, float]):
+class PerfAnalyzerNumbers(dict):
     """``throughput``, ``p50_ms``, ``p99_ms``, ``seconds`` and perf_analyzer's own ``cpu_s``."""
 
 
