@@ -58,8 +58,8 @@ def serve_target(args: argparse.Namespace) -> int:
         batcher = "".join(_batcher_words(settings))
         processes = f", {settings.workers} worker processes" if settings.workers > 1 else ""
         threads = f", {settings.instances} instances" if settings.instances > 1 else ""
-        origin = f" (settings from {args.settings})" if args.settings else ""
-        _say(f"serving {args.target} as model {name} ({batches}{batcher}{processes}{threads}){origin}")
+        source = f" (settings from {args.settings})" if args.settings else ""
+        _say(f"serving {args.target} as model {name} ({batches}{batcher}{processes}{threads}){source}")
         for kind, specs, origin in (("input", inputs, inputs_from), ("output", outputs, outputs_from)):
             for spec in specs:
                 _say(f"  {kind} {spec.name}: {np.dtype(spec.dtype).name} {spec.shape} (from {origin})")
