@@ -12,7 +12,7 @@ import pathlib
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..exceptions import PyTritonBadParameterError
-from ..model_config import DynamicBatcher, ModelConfig
+from ..model_config import ModelConfig
 
 __all__ = ["Settings", "read_recommended"]
 
