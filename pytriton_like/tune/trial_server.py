@@ -10,6 +10,7 @@ tried again on other ports.
 import asyncio
 import collections
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -30,6 +31,17 @@ _TAIL_LINES = 40
 _STOP_GRACE_S = 60.0
 # Trial servers listen on the loopback interface only (serve's default is every interface).
 _LOOPBACK = {f"PYTRITON_TRITON_CONFIG_{name}_ADDRESS": "127.0.0.1" for name in ("HTTP", "GRPC", "METRICS")}
+
+
+_PR_SET_PDEATHSIG = 1
+# Looked up here, in the parent: the child must not dlopen between fork and exec.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _stop_with_parent() -> None:
+    # Runs in the child between fork and exec: if tune dies (even by SIGKILL), serve gets SIGINT and
+    # stops as it does at a Ctrl-C, its tritonserver and workers with it.
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
 
 
 class StartFailure(Exception):
@@ -98,6 +110,7 @@ class TrialServer:
             *self.argv(ports), cwd=self._cwd, env={**os.environ, **_LOOPBACK},
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C at the terminal is tune's to handle: it stops the trial itself
+            preexec_fn=_stop_with_parent,
         )
         self.tree = ProcessTree(self._process.pid)
         self.http_port = ports[0]
