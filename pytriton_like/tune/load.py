@@ -46,7 +46,13 @@ class LevelResult:
     latencies_ms: List[float]
     errors: int = 0
     wrong: int = 0
-    problem: Optional[str] = None
+    first_error: Optional[str] = None
+    first_wrong: Optional[str] = None
+
+    @property
+    def problem(self) -> Optional[str]:
+        """The first failure, else the first wrong answer (None: neither)."""
+        return self.first_error or self.first_wrong
 
     @property
     def requests(self) -> int:
@@ -187,7 +193,7 @@ async def drive(port: int, wires: Sequence[bytes], checker: Checker, concurrency
                 except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
                         asyncio.TimeoutError) as exc:
                     result.errors += 1
-                    result.problem = result.problem or _failure(exc, window)
+                    result.first_error = result.first_error or _failure(exc, window)
                     went_wrong.set()
                     connection.close()
                     connection = _Connection(port)
@@ -195,13 +201,13 @@ async def drive(port: int, wires: Sequence[bytes], checker: Checker, concurrency
                 took_ms = (time.perf_counter() - started) * 1e3
                 if status != 200:
                     result.errors += 1
-                    result.problem = result.problem or f"HTTP {status}: {_error_text(body)}"
+                    result.first_error = result.first_error or f"HTTP {status}: {_error_text(body)}"
                     went_wrong.set()
                     continue
                 problem = checker.check(sample, body, header_length)
                 if problem is not None:
                     result.wrong += 1
-                    result.problem = result.problem or f"a wrong answer: {problem}"
+                    result.first_wrong = result.first_wrong or f"a wrong answer: {problem}"
                     went_wrong.set()
                 elif state["measuring"]:
                     result.latencies_ms.append(took_ms)

@@ -224,10 +224,10 @@ def _failed(trial: Trial, result: LevelResult, server: TrialServer) -> bool:
         return False
     counts = []
     if result.errors:
-        counts.append(f"{result.errors} failed")
+        counts.append(f"{result.errors} failed ({result.first_error})")
     if result.wrong:
-        counts.append(f"{result.wrong} answered differently from the callable")
-    detail = f"at concurrency {result.concurrency}, {' and '.join(counts)}: {result.problem}"
+        counts.append(f"{result.wrong} answered differently from the callable ({result.first_wrong})")
+    detail = f"at concurrency {result.concurrency}, {'; '.join(counts)}"
     if not server.alive():
         detail += f"\n  the server ended; its last lines:\n{server.last_lines()}"
     trial.finish(TrialStatus.WRONG_ANSWERS if result.wrong and not result.errors else TrialStatus.FAILED, detail)

@@ -244,7 +244,7 @@ def test_settings_that_answer_wrong_or_fail_are_reported_and_never_recommended(t
     assert report["recommended"]["max_batch_size"] == 1
     status = {row["settings"]["max_batch_size"]: row for row in report["trials"]}
     assert status[4]["status"] == "wrong answers" and status[4]["excluded"]
-    assert "answered differently from the callable: a wrong answer: output y: [" in status[4]["error"]
+    assert "answered differently from the callable (a wrong answer: output y: [" in status[4]["error"]
     assert status[16]["status"] == "failed" and "cannot take a batch of" in status[16]["error"]
     assert "  excluded: trial 2 (max_batch_size 4, 1 instance): wrong answers: at concurrency 16, " in completed.stdout
 
