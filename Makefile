@@ -61,9 +61,14 @@ examples-frameworks: $(STAMP)
 
 # curl: the OpenAI endpoint's raw event stream is checked with `curl -N` (tests/functional/test_openai.py).
 NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get update && apt-get install -y curl)
+# chromium: `pytriton_like tune`'s HTML report is loaded in a headless browser, its plots checked as drawn
+# (tests/functional/test_tune.py).
+NEED_CHROMIUM := command -v chromium >/dev/null || apt-get install -y chromium \
+	|| (apt-get update && apt-get install -y chromium)
 
 test: $(STAMP) $(STAMP_NUMPY1)
 	@$(NEED_CURL)
+	@$(NEED_CHROMIUM)
 	$(BIN)/python -m pytest
 	$(MAKE) --no-print-directory test-numpy1
 
@@ -219,6 +224,15 @@ bench-ab: $(BENCH_STAMP) $(PERF_ANALYZER)
 .PHONY: bench-nested
 bench-nested: $(BENCH_STAMP) $(PERF_ANALYZER)
 	$(VENV_NUMPY1)/bin/python bench/nested.py $(ARGS)
+
+# `pytriton_like tune` on callables whose best settings are known (bench/tune_known.py, docs/tuning.md): each
+# tuned with the default search, then its recommendation and its given settings served again to wrk (a
+# client of its own). About 12 minutes. ARGS="generator": tune's load generator against perf_analyzer
+# (make bench installs it); ARGS="screenshot DIR PNG": a report as headless Chromium draws it.
+.PHONY: bench-tune
+bench-tune: $(STAMP)
+	@$(NEED_WRK)
+	$(BIN)/python bench/tune_known.py $(ARGS)
 
 # What the relay costs (bench/relay.py): the worker's Python per batch in a loop, its CPU per batch
 # through the real socket, a tiny request's time per phase in a server. Under a minute.

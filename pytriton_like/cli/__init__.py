@@ -1,8 +1,9 @@
-"""The ``pytriton_like`` command (also ``python -m pytriton_like``): ``check`` and ``serve``.
+"""The ``pytriton_like`` command (also ``python -m pytriton_like``): ``check``, ``serve`` and ``tune``.
 
 ``pytriton_like check`` checks the environment and serves and calls a sample model, as
 PyTriton's ``pytriton check`` does; ``pytriton_like serve module:callable`` serves one callable
-for a quick trial. See docs/cli.md.
+for a quick trial; ``pytriton_like tune module:callable`` finds the settings that serve it
+fastest (docs/tuning.md). See docs/cli.md.
 """
 
 import argparse
@@ -11,6 +12,8 @@ import sys
 from typing import List, Optional
 
 from .. import __version__
+from ..tune.command import add_tune_arguments
+from .flags import add_model_arguments, add_settings_arguments
 
 __all__ = ["main", "build_parser"]
 
@@ -51,38 +54,32 @@ def build_parser() -> argparse.ArgumentParser:
             " --output, or from one call of the callable with a sample of ones."
         ),
     )
-    serve.add_argument("target", metavar="MODULE:CALLABLE", help="e.g. my_models:add_sub")
-    serve.add_argument("--model-name", help="the name clients call it by (default: the function's name; an object's class name)")
+    add_model_arguments(serve)
+    add_settings_arguments(serve)
     serve.add_argument(
-        "--input",
-        dest="inputs",
-        action="append",
-        default=[],
-        metavar="NAME:DTYPE:SHAPE",
-        help="an input, e.g. a:float32:-1 or image:uint8:224,224,3 (repeat for each input)",
-    )
-    serve.add_argument(
-        "--output",
-        dest="outputs",
-        action="append",
-        default=[],
-        metavar="NAME:DTYPE:SHAPE",
-        help="an output, as --input (repeat for each output)",
-    )
-    serve.add_argument(
-        "--max-batch-size", type=int, default=None, help="largest batch (default: ModelConfig's, 4; 0: no batching)"
-    )
-    serve.add_argument("--strict", action="store_true", help="check the callable's outputs against the declared ones")
-    serve.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        metavar="N",
-        help="run the callable in N worker processes, one model instance each (default 1: in this process)",
+        "--settings",
+        metavar="REPORT",
+        help="serve with the settings a `pytriton_like tune` report recommends (its report.json, or the folder);"
+        " settings flags given too take precedence",
     )
     for endpoint in ("http", "grpc", "metrics"):
         serve.add_argument(f"--{endpoint}-port", type=int, default=None, help=f"the {endpoint} port")
     serve.set_defaults(run=_run_serve)
+
+    tune = commands.add_parser(
+        "tune",
+        help="find the batching, instances and worker processes that serve one callable fastest",
+        description=(
+            "Serve MODULE:CALLABLE (described as for serve) with one setting after another on free ports, drive"
+            " each with concurrent clients, check every answer against the callable's own, and recommend the"
+            " fastest setting within the latency budget (see docs/tuning.md). Needs the tune extra:"
+            " pip install matplotlib tqdm."
+        ),
+    )
+    add_model_arguments(tune)
+    add_settings_arguments(tune)
+    add_tune_arguments(tune)
+    tune.set_defaults(run=_run_tune)
     return parser
 
 
@@ -119,3 +116,9 @@ def _run_serve(args: argparse.Namespace) -> int:
     from .serve import serve_target  # noqa: PLC0415 - each command imports what it needs
 
     return serve_target(args)
+
+
+def _run_tune(args: argparse.Namespace) -> int:
+    from ..tune.command import run_tune  # noqa: PLC0415 - each command imports what it needs
+
+    return run_tune(args)

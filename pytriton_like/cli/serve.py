@@ -18,7 +18,7 @@ import numpy as np
 from .._decorator_utils import TRITON_CONTEXT_FIELD, unwrap_target
 from ..console import PREFIX
 from ..exceptions import PyTritonError
-from ..model_config import ModelConfig, Tensor
+from ..model_config import Tensor
 from ..proxy.types import Request
 from ..server.config import TritonConfig
 from ..relay_server.calling import BatchCall
@@ -26,6 +26,8 @@ from ..relay_server.hints import is_decorated
 from ..models.worker_options import WorkerInfo
 from .errors import CliError
 from .probe import has_worker_setup, outputs_from_a_worker, probe_failure_hints
+from ..tune.settings import Settings, read_recommended
+from .flags import settings_from_arguments
 
 __all__ = ["serve_target", "load_target", "parse_tensor", "inputs_from_signature", "outputs_from_a_call", "CliError"]
 
@@ -38,8 +40,9 @@ def serve_target(args: argparse.Namespace) -> int:
 
     try:
         func = load_target(args.target)
-        batching = args.max_batch_size != 0
-        model_config = ModelConfig() if args.max_batch_size is None else _model_config(args.max_batch_size)
+        settings = settings_from_arguments(args, read_recommended(args.settings) if args.settings else None)
+        batching = settings.batching
+        model_config = settings.model_config()
         inputs = [parse_tensor(text, "--input") for text in args.inputs]
         inputs_from = "--input"
         if not inputs:
@@ -51,20 +54,23 @@ def serve_target(args: argparse.Namespace) -> int:
             outputs, outputs_from = _probe_outputs(args.target, func, name, inputs, batching, args.workers)
         config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port)
         batches = f"max_batch_size {model_config.max_batch_size}" if batching else "no batching"
-        processes = f", {args.workers} worker processes" if args.workers > 1 else ""
-        _say(f"serving {args.target} as model {name} ({batches}{processes})")
+        batcher = "".join(_batcher_words(settings))
+        processes = f", {settings.workers} worker processes" if settings.workers > 1 else ""
+        threads = f", {settings.instances} instances" if settings.instances > 1 else ""
+        source = f" (settings from {args.settings})" if args.settings else ""
+        _say(f"serving {args.target} as model {name} ({batches}{batcher}{processes}{threads}){source}")
         for kind, specs, origin in (("input", inputs, inputs_from), ("output", outputs, outputs_from)):
             for spec in specs:
                 _say(f"  {kind} {spec.name}: {np.dtype(spec.dtype).name} {spec.shape} (from {origin})")
         with Triton(config=config) as triton:
             triton.bind(
                 model_name=name,
-                infer_func=func,
+                infer_func=[func] * settings.instances if settings.instances > 1 else func,
                 inputs=inputs,
                 outputs=outputs,
                 config=model_config,
                 strict=args.strict,
-                workers=args.workers,
+                workers=settings.workers,
             )
             triton.serve()
     except (CliError, PyTritonError) as exc:
@@ -187,12 +193,13 @@ def _probe_outputs(
     return outputs_from_a_call(func, inputs, batching, workers), "one call with a sample of ones"
 
 
-def _model_config(max_batch_size: int) -> ModelConfig:
-    if max_batch_size < 0:
-        raise CliError(f"--max-batch-size must be 0 (no batching) or more, got {max_batch_size}")
-    if max_batch_size == 0:
-        return ModelConfig(batching=False, max_batch_size=0)
-    return ModelConfig(max_batch_size=max_batch_size)
+def _batcher_words(settings: Settings) -> List[str]:
+    words = []
+    if settings.max_queue_delay_microseconds:
+        words.append(f", queue delay {settings.max_queue_delay_microseconds} µs")
+    if settings.preferred_batch_sizes:
+        words.append(f", preferred batch sizes {','.join(map(str, settings.preferred_batch_sizes))}")
+    return words
 
 
 def _ones(spec: Tensor, batching: bool) -> np.ndarray:

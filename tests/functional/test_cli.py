@@ -41,8 +41,8 @@ def run(*argv, env=None, cwd=None):
 def test_help(command):
     completed = run(*command, "--help")
     assert completed.returncode == 0
-    assert "check" in completed.stdout and "serve" in completed.stdout
-    for sub in ("check", "serve"):
+    assert "check" in completed.stdout and "serve" in completed.stdout and "tune" in completed.stdout
+    for sub in ("check", "serve", "tune"):
         assert run(*command, sub, "--help").returncode == 0
 
 

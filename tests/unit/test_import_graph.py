@@ -42,8 +42,8 @@ LAYERS: List[List[str]] = [
     # orchestration: Triton, RemoteTriton
     ["pytriton_like.binder", "pytriton_like.remote", "pytriton_like.startup", "pytriton_like.model_management", "pytriton_like.serving",
      "pytriton_like.triton"],
-    # the command line
-    ["pytriton_like.cli", "pytriton_like.__main__"],
+    # the command line, and `tune` (its trials run `serve`; serve reads its settings and reports)
+    ["pytriton_like.cli", "pytriton_like.tune", "pytriton_like.__main__"],
 ]
 
 
