@@ -6,6 +6,7 @@ arrays. The sync, asyncio and futures clients all go through these functions.
 """
 
 import dataclasses
+import functools
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -264,7 +265,7 @@ def wire_arrays(
 
 
 def _datatype(array: np.ndarray) -> str:
-    return np_to_triton_dtype(array.dtype)
+    return _triton_dtype(array.dtype)
 
 
 def batches(config: TritonModelConfig) -> bool:
@@ -292,11 +293,17 @@ def _check_batch_size(
             )
 
 
+@functools.lru_cache(maxsize=256)
+def _triton_dtype(dtype: np.dtype) -> Optional[str]:
+    """tritonclient's name of a numpy dtype, remembered: every request asks it of its inputs."""
+    return np_to_triton_dtype(dtype)
+
+
 def _wire_array(name: str, array: np.ndarray, spec: Optional[TensorSpec]) -> Tuple[np.ndarray, str]:
     """The array as Triton will carry it (str arrays encoded to UTF-8) and its Triton dtype."""
     if array.dtype.type is np.str_:
         array = np.char.encode(array, "utf-8")
-    datatype = np_to_triton_dtype(array.dtype)
+    datatype = _triton_dtype(array.dtype)
     if datatype is None:
         raise PyTritonClientValueError(
             f"input {name!r} has dtype {array.dtype}, which Triton cannot carry; use bool, (u)int8-64, "
@@ -317,7 +324,7 @@ def _spec_datatype(spec: Optional[TensorSpec]) -> Optional[str]:
         return None
     if dtype is object or dtype in (np.bytes_, np.str_, np.object_):
         return _BYTES
-    return np_to_triton_dtype(np.dtype(dtype))
+    return _triton_dtype(np.dtype(dtype))
 
 
 def parse_result(result: Any, request: InferRequest) -> Dict[str, np.ndarray]:

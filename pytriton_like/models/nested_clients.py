@@ -116,18 +116,26 @@ class NestedModelClient(NetworkNestedModelClient):
 
     def _infer(self, call: CallArgs):
         core = self._core
-        with explain_timeout(self._caller, self.model_name):
+        operation = _INFERENCE
+        try:
             core.check_open()
-            self._ensure_ready()
+            if not self._ready:
+                self._ensure_ready()
             request, strip, request_id = core.relay_request(call, self._forwarded(call))
             timeout_s = core.inference_timeout_s
             if core.model_config.decoupled:
-                with core.errors(_STREAMING, timeout_s):
-                    stream = _open_stream(self._channels, self.model_name, self.model_version, request_id, request,
-                                          timeout_s)
+                operation = _STREAMING
+                stream = _open_stream(self._channels, self.model_name, self.model_version, request_id, request,
+                                      timeout_s)
                 return self._responses(stream, strip)
-            with core.errors(_INFERENCE, timeout_s), self._channels.channel() as channel:
+            channel = self._channels.take()
+            try:
                 outputs = channel.call(self.model_name, self.model_version, request_id, request, timeout_s)
+            finally:
+                self._channels.give_back(channel)
+        except Exception:  # mapped as a client's errors are, and only when one came: a call runs no Python it need not
+            with explain_timeout(self._caller, self.model_name), core.errors(operation, core.inference_timeout_s):
+                raise
         return _stripped(outputs) if strip else outputs
 
     def _responses(self, stream, strip: bool) -> Iterator[Dict[str, np.ndarray]]:
@@ -197,20 +205,26 @@ class AsyncioNestedModelClient(AsyncioNetworkNestedModelClient):
 
     async def _infer(self, call: CallArgs):
         core = self._core
-        with explain_timeout(self._caller, self.model_name):
+        operation = _INFERENCE
+        try:
             core.check_open()
-            await self._ensure_ready()
+            if not self._ready:
+                await self._ensure_ready()
             request, strip, request_id = core.relay_request(call, self._forwarded(call))
             timeout_s = core.inference_timeout_s
             if core.model_config.decoupled:
-                with core.errors(_STREAMING, timeout_s):
-                    stream = _open_stream(self._channels, self.model_name, self.model_version, request_id, request,
-                                          timeout_s, asynchronous=True)
+                operation = _STREAMING
+                stream = _open_stream(self._channels, self.model_name, self.model_version, request_id, request,
+                                      timeout_s, asynchronous=True)
                 return self._responses(stream, strip)
-            with core.errors(_INFERENCE, timeout_s):
-                async with self._channels.channel_async() as channel:
-                    outputs = await channel.call_async(self.model_name, self.model_version, request_id, request,
-                                                       timeout_s)
+            channel = self._channels.take()
+            try:
+                outputs = await channel.call_async(self.model_name, self.model_version, request_id, request, timeout_s)
+            finally:
+                self._channels.give_back(channel)
+        except Exception:  # mapped as a client's errors are, and only when one came
+            with explain_timeout(self._caller, self.model_name), core.errors(operation, core.inference_timeout_s):
+                raise
         return _stripped(outputs) if strip else outputs
 
     async def _responses(self, stream, strip: bool) -> AsyncIterator[Dict[str, np.ndarray]]:

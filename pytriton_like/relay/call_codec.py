@@ -26,8 +26,20 @@ import numpy as np
 
 from ..proxy.types import Request
 from .codec import read_request, request_head
-from .tensors import DECODE_ERRORS, Message, read_tensor
-from .wire_format import RESPONSE, Flags, Kind, ProtocolError, encode_header, read_header
+from .tensors import DECODE_ERRORS, PADDING, TENSORS, Message, finish, name_bytes, read_tensor
+from .wire_format import (  # the format's private constants too: this module is a part of its codec
+    HEADER,
+    INLINE,
+    MAX_DIMS,
+    RESPONSE,
+    _LITTLE_CODES,
+    Flags,
+    Header,
+    Kind,
+    ProtocolError,
+    encode_header,
+    read_header,
+)
 
 __all__ = [
     "Reply",
@@ -35,7 +47,6 @@ __all__ = [
     "encode_model",
     "encode_call",
     "decode_reply",
-    "reply_arena",
     "decode_call",
     "encode_reply",
 ]
@@ -82,24 +93,54 @@ def encode_call(call_id: int, model: str, version: Optional[str], request_id: st
     """The parts of a CALL of ``request`` to ``model`` and whether ``arena`` (shm.Arena, the caller's:
     tensors of ``threshold`` bytes and more) was replaced (its descriptor must go along). ``held``:
     the mask of the output arenas whose outputs the caller still holds."""
-    message = Message(arena, threshold)
-    message.item(request_head(request, int(request.sequence_start) | 2 * int(request.sequence_end)),
-                 request.data.items())
-    records, replaced = message.records()
-    flags = (_NEW_ARENA if replaced else 0) | (_STREAM if stream else 0)
+    head = request_head(request, int(request.sequence_start) | 2 * int(request.sequence_end))
     text = f"{model}\0{version or ''}\0{request_id}".encode("utf-8")
+    flags = _STREAM if stream else 0
+    plain = _plain_call(call_id, flags, held, text, head, request.data, threshold)
+    if plain is not None:
+        return plain, False
+    message = Message(arena, threshold)
+    message.item(head, request.data.items())
+    records, replaced = message.records()
+    flags |= _NEW_ARENA if replaced else 0
     return message.parts(Kind.CALL, flags, call_id, 0, held, records, text), replaced
 
 
-def reply_arena(body) -> int:
-    """The output arena a REPLY's outputs are in (read before decoding it: ``decode_reply`` needs it)."""
-    return read_header(body).slot
+def _plain_call(call_id: int, flags: int, held: int, text: bytes, head: bytes, tensors: Dict[str, Any],
+                threshold: int) -> Optional[List[Any]]:
+    """The CALL :func:`encode_call` makes, for the common case (every tensor a C-contiguous numeric
+    array below ``threshold``: inline, as it is); None otherwise. A nested call's cost follows the
+    Python it runs, as a relay server's does (codec.encode_plain_result)."""
+    message = bytearray(HEADER.size)
+    message += text
+    message += PADDING[-len(message) & 7]
+    message += head
+    data: List[Any] = []
+    data_len = 0
+    for name, array in tensors.items():
+        code = _LITTLE_CODES.get(array.dtype) if type(array) is np.ndarray else None
+        if code is None or not array.flags.c_contiguous:
+            return None
+        nbytes, ndim = array.nbytes, array.ndim
+        if nbytes >= threshold or ndim > MAX_DIMS:
+            return None
+        raw_name = name_bytes(name)
+        message += TENSORS[ndim].pack(code, ndim, len(raw_name), INLINE, data_len, nbytes, *array.shape)
+        message += raw_name
+        data.append(array)
+        padding = -nbytes & 63
+        if padding:
+            data.append(PADDING[padding])
+        data_len += nbytes + padding
+    return finish(message, Kind.CALL, flags, 1, call_id, 0, held, data, len(text))
 
 
-def decode_reply(body, arena=None) -> Reply:
+def decode_reply(body, arena=None, header: Optional[Header] = None) -> Reply:
     """A REPLY (what the caller reads). Outputs are views of ``body`` (inline) or of ``arena`` (a
-    uint8 array over the caller's mapping of the backend's output arena the REPLY names): no copies."""
-    header = read_header(body)
+    uint8 array over the caller's mapping of the output arena the REPLY names, ``header.slot``): no
+    copies. ``header``: the REPLY's, when the caller read it already (to find that arena)."""
+    if header is None:
+        header = read_header(body)
     if header.kind != Kind.REPLY:
         raise ProtocolError(f"expected a REPLY, got kind {header.kind}")
     if header.failed:

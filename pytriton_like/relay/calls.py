@@ -27,7 +27,7 @@ import numpy as np
 
 from ..proxy.types import Request
 from . import shm
-from .call_codec import Reply, decode_reply, encode_call, encode_hello, encode_model, reply_arena
+from .call_codec import Reply, decode_reply, encode_call, encode_hello, encode_model
 from .transport import Channel, ChannelClosed, connect
 from .wire_format import Kind, read_header
 
@@ -259,12 +259,13 @@ class CallChannel:
             body, fd = self._channel.recv()
         except ChannelClosed:
             raise ChannelClosed("tritonserver closed the connection of the call (it stopped or is restarting)") from None
-        index = reply_arena(body)
+        header = read_header(body)
+        index = header.slot
         if fd is not None:
             self._outs[index] = shm.map_received(fd)
         mapping = self._outs.get(index)
         view = np.frombuffer(mapping, np.uint8) if mapping is not None else None
-        reply = decode_reply(body, view)
+        reply = decode_reply(body, view, header)
         if reply.outputs and view is not None and any(array.base is view for array in reply.outputs.values()):
             self._held[index] = view  # its reference count says whether the caller still holds them
         return reply

@@ -17,7 +17,6 @@ from pytriton_like.relay.call_codec import (
     encode_hello,
     encode_model,
     encode_reply,
-    reply_arena,
 )
 from pytriton_like.relay.protocol import Flags, Kind, ProtocolError, read_header
 from pytriton_like.relay.shm import Arena, map_received
@@ -69,7 +68,7 @@ def test_a_reply_gives_outputs_inline_or_in_the_arena_and_failures_with_their_co
         outputs = {"y": np.arange(20_000, dtype=np.int32).reshape(2, -1), "z": np.array([1.5])}
         parts, replaced = encode_reply(3, outputs, arena=arena, threshold=1 << 16, arena_index=5)
         mapped = map_received(os.dup(arena.pending_fd))
-        assert reply_arena(joined(parts)) == 5
+        assert read_header(joined(parts)).slot == 5
         reply = decode_reply(joined(parts), np.frombuffer(mapped, np.uint8))
         assert replaced and reply.final and not reply.failed and reply.reply_id == 3 and reply.arena == 5
         assert np.array_equal(reply.outputs["y"], outputs["y"]) and reply.outputs["z"].tolist() == [1.5]
