@@ -220,7 +220,8 @@ bench-ab: $(BENCH_STAMP) $(PERF_ANALYZER)
 
 # Nested calls against Triton's Python-backend BLS and the network path they took before
 # (bench/nested.py, docs/pipelines.md): 16 floats and 1 MiB, gRPC and HTTP, c1 p50 and c8
-# throughput, with the ratios to BLS. In .venv-numpy1: the BLS model runs in Triton's stub. About 8 min.
+# throughput, with the ratios to BLS and the called model alone (the bound). In .venv-numpy1: the BLS model
+# runs in Triton's stub. About 15 min.
 .PHONY: bench-nested
 bench-nested: $(BENCH_STAMP) $(PERF_ANALYZER)
 	$(VENV_NUMPY1)/bin/python bench/nested.py $(ARGS)

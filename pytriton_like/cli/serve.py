@@ -20,14 +20,14 @@ from ..console import PREFIX
 from ..exceptions import PyTritonError
 from ..model_config import Tensor
 from ..proxy.types import Request
-from ..server.config import TritonConfig
+from ..models.worker_options import WorkerInfo
 from ..relay_server.calling import BatchCall
 from ..relay_server.hints import is_decorated
-from ..models.worker_options import WorkerInfo
-from .errors import CliError
-from .probe import has_worker_setup, outputs_from_a_worker, probe_failure_hints
+from ..server.config import TritonConfig
 from ..tune.settings import Settings, read_recommended
+from .errors import CliError
 from .flags import settings_from_arguments
+from .probe import has_worker_setup, outputs_from_a_worker, probe_failure_hints
 
 __all__ = ["serve_target", "load_target", "parse_tensor", "inputs_from_signature", "outputs_from_a_call", "CliError"]
 
@@ -51,7 +51,7 @@ def serve_target(args: argparse.Namespace) -> int:
         outputs = [parse_tensor(text, "--output") for text in args.outputs]
         outputs_from = "--output"
         if not outputs:
-            outputs, outputs_from = _probe_outputs(args.target, func, name, inputs, batching, args.workers)
+            outputs, outputs_from = _probe_outputs(args.target, func, name, inputs, batching, settings.workers)
         config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port)
         batches = f"max_batch_size {model_config.max_batch_size}" if batching else "no batching"
         batcher = "".join(_batcher_words(settings))
