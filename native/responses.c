@@ -136,9 +136,8 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
         struct wire_tensor skipped;
         wire_next_tensor(cursor, &skipped);
       }
-      if (slot->open[i] && cancelled &&
-          !relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__))
-        send_error_response(response, TRITONSERVER_ERROR_CANCELLED, "the request was cancelled");
+      /* a stream its client cancelled gets nothing more, not even its end: tritonserver 2.51's gRPC
+       * front end can abort on any response to a cancelled stream (stream_cancelled, responses.h) */
       slot->open[i] = 0;
       continue;
     }
@@ -157,7 +156,7 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
   }
   metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
   for (uint32_t i = 0; i < slot->count; i++) {
-    if (slot->open[i])
+    if (slot->open[i] && !stream_cancelled(slot->factories[i]))
       relay_check(TRITONBACKEND_ResponseFactorySendFlags(slot->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL),
                   __LINE__);
     relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
@@ -166,4 +165,10 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
   }
   release_slot(inst, slot);
   return 1;
+}
+
+int stream_cancelled(TRITONBACKEND_ResponseFactory* factory) {
+  bool cancelled = false;
+  relay_check(TRITONBACKEND_ResponseFactoryIsCancelled(factory, &cancelled), __LINE__);
+  return cancelled;
 }

@@ -69,7 +69,7 @@ void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Erro
   if (model->settings.decoupled) {
     for (uint32_t i = 0; i < slot->count; i++) {
       if (slot->factories[i] == NULL) continue;
-      if (slot->open[i]) {
+      if (slot->open[i] && !stream_cancelled(slot->factories[i])) {
         TRITONBACKEND_Response* response;
         if (!relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__))
           send_error_response(response, code, message);

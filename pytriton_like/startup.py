@@ -156,6 +156,7 @@ class ServerRun:
             models_ready=self._check_models_ready,
             start_timeout_s=_START_TIMEOUT_S,
             on_back=self._server_back,
+            memory_growth_bytes=config.server_memory_growth(),
         )
         if config.allow_http is not False:
             control = ServerControl(

@@ -10,6 +10,7 @@ import threading
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ..supervisor import Child
+from .memory_watch import MemoryWatch
 from .process import ServerProcess
 
 __all__ = ["TritonServerChild"]
@@ -27,6 +28,8 @@ class TritonServerChild(Child):
             (raises ``PyTritonServerError`` when one is not).
         start_timeout_s: how long a start may take.
         on_back: called once a restarted server serves.
+        memory_growth_bytes: a server whose memory stays this much above what it held once it
+            served is restarted (:class:`~.memory_watch.MemoryWatch`); 0: never.
     """
 
     name = "tritonserver"
@@ -41,6 +44,7 @@ class TritonServerChild(Child):
         models_ready: Callable[[], None],
         start_timeout_s: float,
         on_back: Callable[[], None],
+        memory_growth_bytes: int = 0,
     ):
         self.process: Optional[ServerProcess] = None
         self._command = command
@@ -54,6 +58,7 @@ class TritonServerChild(Child):
         self._serving = threading.Condition()
         self._up = False  # the current process serves
         self._abandoned = False  # stopped, or its supervisor gave up: it serves no more
+        self._memory = MemoryWatch(memory_growth_bytes) if memory_growth_bytes else None
 
     def start(self) -> None:
         if self.process is not None:  # what the dead one left: its stubs, its reaper
@@ -66,6 +71,8 @@ class TritonServerChild(Child):
         self.process.wait_ready(self._start_timeout_s)
         self._models_ready()
         self.process.protect_stub_regions()
+        if self._memory is not None:
+            self._memory.watch(self.process.pid, self.process.end_on_purpose)
         self._set_up(True)
 
     def sentinel(self) -> int:
@@ -77,8 +84,13 @@ class TritonServerChild(Child):
     def exit_details(self) -> str:
         return f"the end of its log:\n{self.process.log_tail()}"
 
+    def ended_on_purpose(self) -> str:
+        return self.process.ended_because or ""
+
     def stop(self) -> None:
         self.abandon()
+        if self._memory is not None:
+            self._memory.close()
         if self.process is not None:
             self.process.stop(timeout_s=self._start_timeout_s)
 
@@ -114,6 +126,11 @@ class TritonServerChild(Child):
         """Make the current server's stubs' shared-memory regions owner-only (after each load)."""
         if self.process is not None:
             self.process.protect_stub_regions()
+
+    def models_changed(self) -> None:
+        """A model was loaded or unloaded: what the server holds now is its memory's new baseline."""
+        if self._memory is not None:
+            self._memory.rebaseline()
 
     def _set_up(self, up: bool) -> None:
         with self._serving:

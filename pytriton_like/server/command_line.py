@@ -34,6 +34,7 @@ _NOT_FLAGS = {
     "openai_max_unread_bytes",
     # how pytriton_like restarts tritonserver and the endpoint
     "max_restarts",
+    "server_memory_growth_bytes",
     "restart_window_secs",
 }
 

@@ -37,6 +37,8 @@ MAX_RELAY_IN_FLIGHT = 16
 # Kubernetes to take the pod out of its endpoints, short enough that the stop after it still fits
 # `docker stop`'s 10 s and Kubernetes' 30 s grace periods.
 DEFAULT_DRAIN_SECS = 5.0
+# How far above its memory after its start tritonserver may stay before it is restarted (memory_watch.py).
+DEFAULT_SERVER_MEMORY_GROWTH_BYTES = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +138,10 @@ class TritonConfig:
             more, or a child that cannot be started again three times in a row, and ``serve()``
             raises (docs/reliability.md).
         restart_window_secs: the window ``max_restarts`` counts in (default 60).
+        server_memory_growth_bytes: pytriton_like's own: when tritonserver's memory stays this
+            much above what it held once it started (and after each model load or unload) for a
+            minute, the supervisor restarts it: gRPC clients that cancel streams leave memory in
+            tritonserver 2.51 until it stops (default 1 GiB; 0: never; docs/reliability.md).
 
     Raises:
         PyTritonValidationError: a bad port, HTTP and gRPC both off, a setting out of range or in the
@@ -209,6 +215,7 @@ class TritonConfig:
     max_restarts: Optional[int] = None
     restart_window_secs: Optional[float] = None
     openai_max_unread_bytes: Optional[int] = None
+    server_memory_growth_bytes: Optional[int] = None
 
     def __post_init__(self):
         if self.allow_http is False and self.allow_grpc is False:
@@ -225,6 +232,11 @@ class TritonConfig:
             )
         if self.openai_max_unread_bytes is not None and self.openai_max_unread_bytes < 1:
             raise PyTritonValidationError(f"TritonConfig: openai_max_unread_bytes must be 1 or more, got {self.openai_max_unread_bytes}")
+        if self.server_memory_growth_bytes is not None and self.server_memory_growth_bytes < 0:
+            raise PyTritonValidationError(
+                "TritonConfig: server_memory_growth_bytes must be 0 (never) or more,"
+                f" got {self.server_memory_growth_bytes}"
+            )
         if self.drain_secs is not None and not self.drain_secs >= 0:
             raise PyTritonValidationError(f"TritonConfig: drain_secs must be 0 or more, got {self.drain_secs}")
         if self.allow_openai and (self.allow_grpc is False or self.grpc_use_ssl):
@@ -268,6 +280,11 @@ class TritonConfig:
         pools of worker processes (the bound from ``max_restarts`` and ``restart_window_secs``,
         the rest the policy's defaults)."""
         return self._restart_policy  # type: ignore[attr-defined] # set in __post_init__
+
+    def server_memory_growth(self) -> int:
+        """``server_memory_growth_bytes``, or its default when unset."""
+        growth = self.server_memory_growth_bytes
+        return DEFAULT_SERVER_MEMORY_GROWTH_BYTES if growth is None else growth
 
     def drain_time(self) -> float:
         """``drain_secs``, or its default when unset."""

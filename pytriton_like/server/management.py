@@ -44,6 +44,9 @@ class Server(Protocol):
     def serving(self) -> bool:
         """Whether the server serves now (its process runs, and no restart is under way)."""
 
+    def models_changed(self) -> None:
+        """A model was loaded or unloaded (its memory's baseline moves)."""
+
 
 class ServerModels:
     """The model-management calls of a running server (started by ``Triton``, or another's for ``RemoteTriton``).
@@ -101,6 +104,7 @@ class ServerModels:
             self._loaded[model_name] = None
             if self._server is not None:
                 self._server.protect_stub_regions()
+                self._server.models_changed()
 
         self._while_serving(operation or f"load model {model_name!r}", load)
 
@@ -111,6 +115,8 @@ class ServerModels:
             self._loaded.pop(model_name, None)
             self.control.unload(model_name, LOAD_TIMEOUT_S)
             self.control.wait_unloaded(model_name, LOAD_TIMEOUT_S)
+            if self._server is not None:
+                self._server.models_changed()
 
         self._while_serving(f"unload model {model_name!r}", unload)
 

@@ -2,6 +2,7 @@
 
 import array
 import collections
+import contextlib
 import ctypes
 import enum
 import fcntl
@@ -40,6 +41,12 @@ _ERROR_LINE = re.compile(r"^(E\d{4} |error: )")
 _HARMLESS = ("CudaDriverHelper has not been initialized",)
 # Lines tritonserver prints once an endpoint accepts connections.
 _STARTED = {"HTTP": "Started HTTPService at", "gRPC": "Started GRPCInferenceService at", "metrics": "Started Metrics Service at"}
+# What tritonserver prints when a fatal signal hits it (a crash of its own, an abort). Its handler then
+# calls exit(), which can hang for good (a library's destructor waits for a lock the crashed thread
+# held): a process that announced its end and is still there after this long is killed, so that its
+# supervisor sees it end and starts it again.
+_FATAL_SIGNAL = re.compile(r"^Signal \((\d+)\) received\.")
+_FATAL_GRACE_S = 2.0
 
 
 class ServerState(enum.Enum):
@@ -99,6 +106,8 @@ class ServerProcess:
         self._spawn_error: Optional[BaseException] = None
         self._exit_reader, self._exit_writer = os.pipe()  # written once the process exited
         self.returncode: Optional[int] = None
+        self._fatal_signal: Optional[int] = None  # the signal tritonserver said hit it (its log)
+        self.ended_because: Optional[str] = None  # why it was killed on purpose (end_on_purpose)
 
     @property
     def state(self) -> ServerState:
@@ -160,8 +169,18 @@ class ServerProcess:
         """A descriptor that becomes readable once the process exited (and its last lines were read)."""
         return self._exit_reader
 
+    def end_on_purpose(self, reason: str) -> None:
+        """Kill the server for ``reason`` (its supervisor starts it again, as after a crash)."""
+        self.ended_because = reason
+        with contextlib.suppress(ProcessLookupError):
+            self._process.kill()
+
     def exit_cause(self) -> str:
         """How the process ended, in words (``"killed by SIGABRT"``), or that it runs."""
+        if self.ended_because is not None:
+            return f"killed on purpose: {self.ended_because}"
+        if self._fatal_signal is not None and self.returncode == -signal.SIGKILL:
+            return f"{describe_exit(-self._fatal_signal)} (it hung after it and was killed)"
         return describe_exit(self.returncode)
 
     def _watch(self) -> None:
@@ -199,7 +218,21 @@ class ServerProcess:
                     self._errors.append(text)
                 if self._state is ServerState.STARTING:
                     self._note_started(text)
+                fatal = _FATAL_SIGNAL.match(text)
+                if fatal is not None and self._fatal_signal is None:
+                    self._fatal_signal = int(fatal.group(1))
+                    timer = threading.Timer(_FATAL_GRACE_S, self._kill_if_hung)
+                    timer.daemon = True
+                    timer.start()
         self._process.stdout.close()
+
+    def _kill_if_hung(self) -> None:
+        """Kill a server that announced a fatal signal and did not end (see ``_FATAL_SIGNAL``)."""
+        if self.returncode is None and self._process.poll() is None:
+            logger.warning("tritonserver (pid %d) hangs after signal %d; killing it", self._process.pid,
+                           self._fatal_signal)
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
 
     def _note_started(self, text: str) -> None:
         for endpoint, marker in _STARTED.items():

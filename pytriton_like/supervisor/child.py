@@ -41,6 +41,10 @@ class Child(abc.ABC):
         """What helps to tell why it ended (the end of its log), for the log line of its exit."""
         return ""
 
+    def ended_on_purpose(self) -> str:
+        """Why the child was made to end so that it starts again (its memory, say), or "": it ended by itself."""
+        return ""
+
     @abc.abstractmethod
     def stop(self) -> None:
         """Stop the child, or clear what a dead one left."""

@@ -194,8 +194,12 @@ class Supervisor:
             served = record.served_s(now)
             if self._watcher.paused or not self.has(record) or not record.lost(now, policy, failed_start):
                 return
+            purpose = "" if failed_start else child.ended_on_purpose()
             if failed_start:
                 what = f"{child.name} could not be started again ({cause})"
+            elif purpose:
+                what = f"{child.name} was stopped to be started again ({purpose})" + (
+                    f" after serving {served:.1f} s" if served else "")
             else:
                 what = f"{child.name} exited unexpectedly ({cause})" + (f" after serving {served:.1f} s" if served else "")
             while self._restarts and self._restarts[0] < now - policy.window_s:

@@ -208,6 +208,19 @@ def test_a_child_that_served_steadily_is_started_again_at_once_and_told(tree, ca
     assert "steady serves again (restart 1)" in caplog.text
 
 
+def test_a_child_stopped_on_purpose_is_started_again_at_once_and_said_so(tree, caplog):
+    make, _ = tree
+    supervisor = make()
+    child = Fake("big")
+    child.ended_on_purpose = lambda: "its memory grew"
+    launched(supervisor, child)
+    time.sleep(QUICK.steady_s + 0.05)
+    child.die()
+    assert child.wait_for(1, "back")
+    assert "big was stopped to be started again (its memory grew) after serving" in caplog.text
+    assert "exited unexpectedly" not in caplog.text and supervisor.restarts(child) == 1
+
+
 def test_quick_exits_back_off_and_a_steady_run_starts_the_curve_again(tree, caplog):
     make, _ = tree
     supervisor = make()

@@ -29,6 +29,9 @@ class FakeServer:
     def protect_stub_regions(self) -> None:
         pass
 
+    def models_changed(self) -> None:
+        self.changes = getattr(self, "changes", 0) + 1
+
 
 class FakeControl:
     """Fails the first ``failures`` loads, as a server that died under them."""

@@ -424,6 +424,7 @@ def test_argv_every_flag_is_a_tritonserver_option():
         "allow_openai", "openai_address", "openai_port", "openai_api_key",  # the OpenAI endpoint is a process of ours
         "max_restarts", "restart_window_secs",  # how pytriton_like restarts tritonserver and the endpoint
         "openai_max_unread_bytes",
+        "server_memory_growth_bytes",  # when pytriton_like restarts tritonserver on purpose
     ]
     emitted = {flag for flag, _ in flags(argv(every_field, startup=["m"]))}
     assert emitted <= TRITONSERVER_FLAGS, emitted - TRITONSERVER_FLAGS

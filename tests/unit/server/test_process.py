@@ -1,0 +1,36 @@
+"""ServerProcess with a stand-in for tritonserver: a server that announces a fatal signal and then
+hangs in its crash handler (as tritonserver 2.51's exit() can) is killed, so that its end is seen."""
+
+import os
+import sys
+import time
+
+from pytriton_like.server.process import ServerProcess
+
+HANGS_AFTER_A_CRASH = (
+    "import time; print('Started HTTPService at 127.0.0.1:1', flush=True); "
+    "print('Signal (11) received.', flush=True); time.sleep(60)"
+)
+
+
+def test_a_server_that_hangs_after_a_fatal_signal_is_killed_and_its_end_says_why(tmp_path):
+    server = ServerProcess([sys.executable, "-c", HANGS_AFTER_A_CRASH], dict(os.environ), tmp_path / "log", ["HTTP"])
+    started = time.monotonic()
+    server.spawn()
+    try:
+        assert server.wait_exit(15)
+        assert time.monotonic() - started < 10
+        assert server.exit_cause() == "killed by SIGSEGV (it hung after it and was killed)"
+    finally:
+        server.stop(timeout_s=1)
+
+
+def test_a_server_that_ends_by_itself_after_the_signal_keeps_its_own_cause(tmp_path):
+    code = "import os, signal; print('Signal (6) received.', flush=True); os.kill(os.getpid(), signal.SIGABRT)"
+    server = ServerProcess([sys.executable, "-c", code], dict(os.environ), tmp_path / "log", ["HTTP"])
+    server.spawn()
+    try:
+        assert server.wait_exit(15)
+        assert server.exit_cause() == "killed by SIGABRT"
+    finally:
+        server.stop(timeout_s=1)
