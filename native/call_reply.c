@@ -25,6 +25,25 @@ static void put_response_record(struct wire_buf* buf, uint16_t n_outputs) {
   buf->len += WIRE_RESPONSE_SIZE;
 }
 
+/* One output of a response, as TRITONSERVER_InferenceResponseOutput gives it. */
+struct output {
+  const char* name;
+  TRITONSERVER_DataType dtype;
+  const int64_t* shape;
+  uint64_t ndim;
+  const void* base;
+  size_t size;
+  TRITONSERVER_MemoryType memory_type;
+  int64_t memory_type_id;
+  void* userp;
+};
+
+static TRITONSERVER_Error* read_output(TRITONSERVER_InferenceResponse* response, uint32_t index, struct output* out) {
+  return TRITONSERVER_InferenceResponseOutput(response, index, &out->name, &out->dtype, &out->shape, &out->ndim,
+                                              &out->base, &out->size, &out->memory_type, &out->memory_type_id,
+                                              &out->userp);
+}
+
 /* Moves the outputs that did not fit the arena (malloc'd) and those in it into a new, larger
  * arena: once, while the connection's arena grows to what its calls need. */
 static TRITONSERVER_Error* grow_arena(struct nested_call* call, TRITONSERVER_InferenceResponse* response,
@@ -38,20 +57,11 @@ static TRITONSERVER_Error* grow_arena(struct nested_call* call, TRITONSERVER_Inf
   if (call->arena_used) memcpy(grown.map, call->out->map, call->arena_used);
   size_t offset = wire_align(call->arena_used, WIRE_ALIGN);
   for (uint32_t i = 0; i < count; i++) {
-    const char* name;
-    TRITONSERVER_DataType dtype;
-    const int64_t* shape;
-    uint64_t ndim;
-    const void* base;
-    size_t size;
-    TRITONSERVER_MemoryType memory_type;
-    int64_t memory_type_id;
-    void* userp;
-    TRY(TRITONSERVER_InferenceResponseOutput(response, i, &name, &dtype, &shape, &ndim, &base, &size, &memory_type,
-                                             &memory_type_id, &userp));
-    if (userp == &IN_ARENA || size < conn->threshold || conn->threshold == 0 || size == 0) continue;
-    memcpy(grown.map + offset, base, size);
-    offset += wire_align(size, WIRE_ALIGN);
+    struct output out;
+    TRY(read_output(response, i, &out));
+    if (out.userp == &IN_ARENA || out.size < conn->threshold || conn->threshold == 0 || out.size == 0) continue;
+    memcpy(grown.map + offset, out.base, out.size);
+    offset += wire_align(out.size, WIRE_ALIGN);
   }
   arena_free(call->out);
   *call->out = grown;
@@ -75,39 +85,30 @@ static TRITONSERVER_Error* encode_outputs(struct nested_call* call, TRITONSERVER
   put_response_record(msg, (uint16_t)count);
   size_t overflow_at = wire_align(call->arena_used, WIRE_ALIGN);
   for (uint32_t i = 0; i < count; i++) {
-    const char* name;
-    TRITONSERVER_DataType dtype;
-    const int64_t* shape;
-    uint64_t ndim;
-    const void* base;
-    size_t size;
-    TRITONSERVER_MemoryType memory_type;
-    int64_t memory_type_id;
-    void* userp;
-    TRY(TRITONSERVER_InferenceResponseOutput(response, i, &name, &dtype, &shape, &ndim, &base, &size, &memory_type,
-                                             &memory_type_id, &userp));
-    if (memory_type == TRITONSERVER_MEMORY_GPU)
+    struct output out;
+    TRY(read_output(response, i, &out));
+    if (out.memory_type == TRITONSERVER_MEMORY_GPU)
       return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "nested calls take outputs in CPU memory only");
-    size_t name_len = strlen(name);
-    if (ndim > WIRE_MAX_DIMS || name_len > 65535)
+    size_t name_len = strlen(out.name);
+    if (out.ndim > WIRE_MAX_DIMS || name_len > 65535)
       return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "an output has too many dimensions or too long a name");
     uint8_t where = WIRE_INLINE;
     uint64_t offset;
-    if (userp == &IN_ARENA) {
+    if (out.userp == &IN_ARENA) {
       where = WIRE_ARENA;
-      offset = (uint64_t)((const uint8_t*)base - call->out->map);
-    } else if (call->overflow && size && conn->threshold && size >= conn->threshold) {
+      offset = (uint64_t)((const uint8_t*)out.base - call->out->map);
+    } else if (call->overflow && out.size && conn->threshold && out.size >= conn->threshold) {
       where = WIRE_ARENA; /* moved by grow_arena, in the same order */
       offset = overflow_at;
-      overflow_at += wire_align(size, WIRE_ALIGN);
+      overflow_at += wire_align(out.size, WIRE_ALIGN);
     } else {
-      if (wire_buf_reserve(data, wire_align(size, WIRE_ALIGN)) != 0) return out_of_memory();
+      if (wire_buf_reserve(data, wire_align(out.size, WIRE_ALIGN)) != 0) return out_of_memory();
       offset = data->len;
-      wire_put_bytes(data, base, size);
+      wire_put_bytes(data, out.base, out.size);
       wire_pad(data, WIRE_ALIGN);
     }
-    if (wire_buf_reserve(msg, WIRE_TENSOR_SIZE + 8u * ndim + name_len) != 0) return out_of_memory();
-    wire_put_tensor(msg, (uint8_t)dtype, shape, (uint8_t)ndim, name, (uint16_t)name_len, where, offset, size);
+    if (wire_buf_reserve(msg, WIRE_TENSOR_SIZE + 8u * out.ndim + name_len) != 0) return out_of_memory();
+    wire_put_tensor(msg, (uint8_t)out.dtype, out.shape, (uint8_t)out.ndim, out.name, (uint16_t)name_len, where, offset, out.size);
   }
   if (call->overflow) call->arena_used = overflow_at;
   if (call->out != NULL && call->arena_used > call->out->touched) call->out->touched = call->arena_used;

@@ -162,7 +162,9 @@ class ServerRun:
             control = ServerControl(
                 connect_host(config.http_address), config.ports["HTTP"], access_token=self._security.access_token
             )
-            self.models = ServerModels(control, self._server, loaded=self._startup_models)
+            self.models = ServerModels(
+                control, self._server, loaded=self._startup_models, idle=self._bindings.models.idle
+            )
         hosting = Hosting(
             repository=self.workspace.model_repository,
             sockets=self.workspace.sockets,

@@ -114,6 +114,11 @@ class BoundModels:
         """Whether a relay server of any bound model handles a batch."""
         return any(model.busy() for model in self)
 
+    def idle(self, name: str) -> bool:
+        """Whether model ``name`` is bound and none of its relay servers handles a batch."""
+        versions = self.versions(name)
+        return bool(versions) and not any(model.busy() for model in versions)
+
     def check(self, model: Model) -> None:
         """Raise if ``model`` cannot be added: its name and version are bound, or its config differs.
 

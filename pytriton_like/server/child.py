@@ -132,6 +132,13 @@ class TritonServerChild(Child):
         if self._memory is not None:
             self._memory.rebaseline()
 
+    def restart(self, reason: str) -> None:
+        """Stop the current server for ``reason``; its supervisor starts it again, with the models
+        loaded now (:meth:`wait_serving` waits for that)."""
+        self._set_up(False)
+        if self.process is not None:
+            self.process.end_on_purpose(reason)
+
     def _set_up(self, up: bool) -> None:
         with self._serving:
             self._up = up

@@ -97,18 +97,22 @@ class ServerControl:
         body = {"parameters": {"unload_dependents": False}}
         self._http("POST", f"/v2/repository/models/{quote(model_name)}/unload", timeout_s, body)
 
-    def wait_unloaded(self, model_name: str, timeout_s: float) -> None:
+    def wait_unloaded(self, model_name: str, timeout_s: float, give_up: Callable[[], bool] = lambda: False) -> bool:
         """Wait until no version of the model is loaded or unloading (Triton's unload returns before
-        that); Triton tells of it only in its repository index, which is polled (pytriton_like/polling.py)."""
+        that); Triton tells of it only in its repository index, which is polled (pytriton_like/polling.py).
+
+        Returns True once it is unloaded, False as soon as ``give_up()`` says so while it is not.
+        """
         busy: List[str] = []
 
         def unloaded() -> bool:
             index = self.repository_index()
             busy[:] = sorted({entry.get("state") for entry in index if entry.get("name") == model_name} & _LOADED_STATES)
-            return not busy
+            return not busy or give_up()
 
         if not poll(unloaded, timeout_s):
             raise ControlError(f"model {model_name!r} is still {', '.join(busy)} after {timeout_s:.0f} s")
+        return not busy
 
     def loaded(self, model_names) -> List[str]:
         """Those of ``model_names`` with a version still loaded, loading or unloading."""

@@ -7,6 +7,11 @@ owner-only (Triton creates them readable by all; see :meth:`ServerProcess.protec
 
 A load or unload asked while the supervisor starts tritonserver again waits for it (up to
 :data:`LOAD_TIMEOUT_S`), and one that the server's death cut short is made again once it serves.
+
+tritonserver 2.51 keeps a decoupled model ``UNLOADING`` for good once a gRPC stream of it was
+cancelled by its client (the relay answers such a stream nothing more: native/responses.h). An
+unload that sits there while none of the model's requests is in flight for :data:`STUCK_AFTER_S`
+restarts the server, which comes back without the model.
 """
 
 import contextlib
@@ -18,10 +23,13 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Prot
 from ..exceptions import PyTritonInvalidOperationError, PyTritonServerError
 from .control import ControlError, ServerControl
 
-__all__ = ["ServerModels", "LOAD_TIMEOUT_S", "no_control", "load_api_entry"]
+__all__ = ["ServerModels", "LOAD_TIMEOUT_S", "STUCK_AFTER_S", "no_control", "load_api_entry"]
 
 # Longest wait for the server to load or unload a model (a restart of the server under way included).
 LOAD_TIMEOUT_S = 120
+# How long a model may stay UNLOADING with none of its requests in flight before the server is
+# restarted without it.
+STUCK_AFTER_S = 3.0
 # Names the binding in the config of a model sent to another process's server (load_api_entry).
 _BINDING_PARAMETER = "pytriton_like_binding"
 
@@ -47,6 +55,9 @@ class Server(Protocol):
     def models_changed(self) -> None:
         """A model was loaded or unloaded (its memory's baseline moves)."""
 
+    def restart(self, reason: str) -> None:
+        """Stop the server for ``reason``: its supervisor starts it again with the models loaded now."""
+
 
 class ServerModels:
     """The model-management calls of a running server (started by ``Triton``, or another's for ``RemoteTriton``).
@@ -62,6 +73,8 @@ class ServerModels:
         loaded: the models the server loaded at its start.
         entries: for a server that cannot read our model repository (``RemoteTriton``): our
             repository, whose entry of a model each load sends (:func:`load_api_entry`).
+        idle: whether none of a model's requests is in flight (False when that is not known);
+            with it an unload that does not end restarts the server (see the module's text).
     """
 
     def __init__(
@@ -71,9 +84,11 @@ class ServerModels:
         name: str = "tritonserver",
         loaded: Iterable[str] = (),
         entries: Optional[pathlib.Path] = None,
+        idle: Optional[Callable[[str], bool]] = None,
     ):
         self.control = control
         self._server = server
+        self._idle = idle
         self._name = name
         self._entries = entries
         self._loaded: Dict[str, None] = dict.fromkeys(loaded)  # in the order they were loaded
@@ -114,11 +129,38 @@ class ServerModels:
         def unload() -> None:
             self._loaded.pop(model_name, None)
             self.control.unload(model_name, LOAD_TIMEOUT_S)
-            self.control.wait_unloaded(model_name, LOAD_TIMEOUT_S)
+            if not self.control.wait_unloaded(model_name, LOAD_TIMEOUT_S, give_up=self._stuck(model_name)):
+                self._restart_without(model_name)
             if self._server is not None:
                 self._server.models_changed()
 
         self._while_serving(f"unload model {model_name!r}", unload)
+
+    def _stuck(self, model_name: str) -> Callable[[], bool]:
+        """Whether the model (asked while it unloads) has had none of its requests in flight for
+        :data:`STUCK_AFTER_S`; never without ``idle`` or a server of our own."""
+        idle_since: List[float] = []
+
+        def stuck() -> bool:
+            if self._idle is None or self._server is None or not self._idle(model_name):
+                idle_since.clear()
+                return False
+            now = time.monotonic()
+            if not idle_since:
+                idle_since.append(now)
+            return now - idle_since[0] >= STUCK_AFTER_S
+
+        return stuck
+
+    def _restart_without(self, model_name: str) -> None:
+        """Restart the server, which comes back without ``model_name`` (no longer in :attr:`loaded`)."""
+        reason = (
+            f"model {model_name!r} stayed UNLOADING with none of its requests in flight for {STUCK_AFTER_S:.0f} s,"
+            " held by a gRPC stream its client cancelled: docs/known_issues.md"
+        )
+        self._server.restart(reason)
+        if not self._server.wait_serving(LOAD_TIMEOUT_S):
+            raise ControlError(f"it was restarted to unload it, and did not serve again within {LOAD_TIMEOUT_S} s")
 
     def repository_index(self) -> List[Dict[str, Any]]:
         """Every model of the server's repositories (Triton's index entries)."""

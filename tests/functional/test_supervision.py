@@ -11,13 +11,14 @@ import signal
 import sys
 import textwrap
 import threading
+import time
 import urllib.request
 
 import numpy as np
 import psutil
 import pytest
 
-from pytriton_like.client import ModelClient
+from pytriton_like.client import DecoupledModelClient, ModelClient
 from pytriton_like.client.exceptions import PyTritonClientModelUnavailableError
 from pytriton_like.decorators import batch
 from pytriton_like.model_config import ModelConfig, Tensor
@@ -130,6 +131,34 @@ def test_models_bound_and_unloaded_while_serving_stay_so_after_a_restart():
         assert triton.is_model_ready("Kept") and not triton.is_model_ready("Unloaded")
         with ModelClient(url_of(config, "http"), "Late") as client:
             assert client.infer_sample(np.array([2.0], F32))["y"].tolist() == [4.0]
+
+
+def count_slowly(requests):
+    for step in range(100):
+        time.sleep(0.01)
+        yield [{"pid": np.array([step], np.int64)} for _ in requests]
+
+
+def test_unloading_a_model_a_cancelled_grpc_stream_holds_restarts_tritonserver_without_it(caplog):
+    config = free_config()
+    with checked_for_leaks(), Triton(config=config) as triton:
+        triton.bind(model_name="Count", infer_func=count_slowly, inputs=X, outputs=PID,
+                    config=ModelConfig(decoupled=True, max_batch_size=4))
+        triton.bind(model_name="Kept", infer_func=double, inputs=X, outputs=Y)
+        triton.run()
+        with DecoupledModelClient(url_of(config, "grpc"), "Count") as client:
+            responses = client.infer_sample(np.array([1.0], F32))
+            assert next(responses)["pid"].item() == 0
+            responses.close()  # cancels: tritonserver 2.51 then keeps the model UNLOADING for good
+        first = triton._server.pid  # noqa: SLF001 - the process restarted
+        with caplog.at_level(logging.WARNING):
+            triton.unload_model("Count")
+        assert triton._server.pid != first  # noqa: SLF001
+        assert "model 'Count' stayed UNLOADING with none of its requests in flight" in caplog.text
+        assert not triton.is_model_ready("Count") and triton.is_model_ready("Kept")
+        triton.load_model("Count")
+        with DecoupledModelClient(url_of(config, "grpc"), "Count") as client:
+            assert len(list(client.infer_sample(np.array([1.0], F32)))) == 100
 
 
 def pids_of(url: str, model: str) -> set:

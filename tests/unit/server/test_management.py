@@ -1,13 +1,15 @@
 """ServerModels: a load or unload asked while tritonserver is being started again waits for it, and
-one cut short by the server's death is made again once it serves."""
+one cut short by the server's death is made again once it serves; an unload stuck with nothing in
+flight restarts the server without the model."""
 
 import threading
+import time
 
 import pytest
 
 from pytriton_like.exceptions import PyTritonServerError
 from pytriton_like.server import management
-from pytriton_like.server.control import ControlError
+from pytriton_like.server.control import ControlError, ServerControl
 from pytriton_like.server.management import ServerModels
 
 
@@ -80,3 +82,61 @@ def test_a_server_that_does_not_come_back_fails_the_load_in_time(monkeypatch):
     server = FakeServer(serving=False)
     with pytest.raises(PyTritonServerError, match="it died, and did not serve again within 0.2 s"):
         ServerModels(FakeControl(server), server).load("Late")
+
+
+class StuckControl(FakeControl):
+    """A model that stays UNLOADING (tritonserver 2.51 after a cancelled gRPC stream)."""
+
+    def __init__(self, server: FakeServer):
+        super().__init__(server)
+        self.unloads = []
+
+    def unload(self, name, timeout_s):
+        self.unloads.append(name)
+
+    def wait_unloaded(self, name, timeout_s, give_up=lambda: False):
+        return not poll_until(give_up, timeout_s)
+
+
+def poll_until(condition, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+class RestartingServer(FakeServer):
+    def restart(self, reason: str) -> None:
+        self.reason = reason
+        self.up.clear()
+        threading.Timer(0.1, self.up.set).start()
+
+
+def test_an_unload_stuck_with_nothing_in_flight_restarts_the_server_without_the_model(monkeypatch):
+    monkeypatch.setattr(management, "STUCK_AFTER_S", 0.1)
+    server = RestartingServer(serving=True)
+    models = ServerModels(StuckControl(server), server, loaded=["Count", "Other"], idle=lambda name: True)
+    models.unload("Count")
+    assert "model 'Count' stayed UNLOADING" in server.reason and models.loaded == ["Other"] and server.serving()
+
+
+def test_an_unload_stuck_while_the_model_still_works_waits_for_it(monkeypatch):
+    monkeypatch.setattr(management, "STUCK_AFTER_S", 0.1)
+    monkeypatch.setattr(management, "LOAD_TIMEOUT_S", 0.5)
+    server = RestartingServer(serving=True)
+    models = ServerModels(StuckControl(server), server, loaded=["Count"], idle=lambda name: False)
+    models.unload("Count")  # the fake's wait ends at its timeout as unloaded: no restart was asked
+    assert not hasattr(server, "reason")
+
+
+def test_wait_unloaded_stops_waiting_when_told_to_give_up():
+    class Unloading(ServerControl):
+        def repository_index(self):
+            return [{"name": "Count", "state": "UNLOADING"}]
+
+    control = Unloading("127.0.0.1", 1)
+    assert control.wait_unloaded("Count", 5, give_up=lambda: True) is False
+    with pytest.raises(ControlError, match="still UNLOADING"):
+        control.wait_unloaded("Count", 0.1)
