@@ -137,7 +137,8 @@ clean:
 # exit() (a bundled library's destructor, libp11-kit, waits for glibc's locale lock), so the test
 # of a failing start would see a timeout instead of the exit it checks; no model is loaded there.
 # Also deselected: curl itself hangs with the runtime preloaded (even against a closed port, no
-# server involved), so the OpenAI endpoint's curl test cannot run here.
+# server involved), so the tests running curl (the OpenAI endpoint's, clients.md's) cannot run here;
+# so does headless Chromium (the tune report's browser test).
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
 # The native libraries and program, built in place of the installed ones (the package is installed editable).
 NATIVE_OUTPUTS := OUT=../pytriton_like/relay/libtriton_pytriton_like.so \
@@ -149,7 +150,9 @@ sanitize: $(STAMP)
 		ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		$(BIN)/python -m pytest tests/functional tests/integration -p no:cacheprovider -q \
 		--deselect tests/functional/test_lifecycle.py::test_a_server_that_exits_while_starting_says_why \
-		--deselect tests/functional/test_openai.py::test_curl_sees_server_sent_events_ending_with_done; \
+		--deselect tests/functional/test_openai.py::test_curl_sees_server_sent_events_ending_with_done \
+		--deselect "tests/functional/test_docs.py::test_the_page_runs_as_written[clients.md]" \
+		--deselect tests/functional/test_tune.py::test_the_html_report_draws_its_plots_in_a_browser; \
 		status=$$?; $(MAKE) -B -C native $(NATIVE_OUTPUTS) && exit $$status
 
 # libFuzzer on the backend's decoder of the relay server's answers, FUZZ_SECONDS long (default 120).

@@ -41,11 +41,13 @@ _ERROR_LINE = re.compile(r"^(E\d{4} |error: )")
 _HARMLESS = ("CudaDriverHelper has not been initialized",)
 # Lines tritonserver prints once an endpoint accepts connections.
 _STARTED = {"HTTP": "Started HTTPService at", "gRPC": "Started GRPCInferenceService at", "metrics": "Started Metrics Service at"}
-# What tritonserver prints when a fatal signal hits it (a crash of its own, an abort). Its handler then
-# calls exit(), which can hang for good (a library's destructor waits for a lock the crashed thread
-# held): a process that announced its end and is still there after this long is killed, so that its
-# supervisor sees it end and starts it again.
-_FATAL_SIGNAL = re.compile(r"^Signal \((\d+)\) received\.")
+# What tritonserver prints when a signal hits it: SIGINT and SIGTERM (a stop, which may take its time)
+# and the fatal ones (a crash of its own, an abort). After a fatal one its handler calls exit(), which
+# can hang for good (a library's destructor waits for a lock the crashed thread held): a process that
+# announced such an end and is still there after this long is killed, so that its supervisor sees it
+# end and starts it again.
+_SIGNAL_LINE = re.compile(r"^Signal \((\d+)\) received\.")
+_FATAL_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
 _FATAL_GRACE_S = 2.0
 
 
@@ -218,16 +220,16 @@ class ServerProcess:
                     self._errors.append(text)
                 if self._state is ServerState.STARTING:
                     self._note_started(text)
-                fatal = _FATAL_SIGNAL.match(text)
-                if fatal is not None and self._fatal_signal is None:
-                    self._fatal_signal = int(fatal.group(1))
+                said = _SIGNAL_LINE.match(text)
+                if said is not None and int(said.group(1)) in _FATAL_SIGNALS and self._fatal_signal is None:
+                    self._fatal_signal = int(said.group(1))
                     timer = threading.Timer(_FATAL_GRACE_S, self._kill_if_hung)
                     timer.daemon = True
                     timer.start()
         self._process.stdout.close()
 
     def _kill_if_hung(self) -> None:
-        """Kill a server that announced a fatal signal and did not end (see ``_FATAL_SIGNAL``)."""
+        """Kill a server that announced a fatal signal and did not end (see ``_SIGNAL_LINE``)."""
         if self.returncode is None and self._process.poll() is None:
             logger.warning("tritonserver (pid %d) hangs after signal %d; killing it", self._process.pid,
                            self._fatal_signal)

@@ -6,6 +6,7 @@ import sys
 import time
 
 from pytriton_like.server.process import ServerProcess
+from pytriton_like.supervisor import describe_exit
 
 HANGS_AFTER_A_CRASH = (
     "import time; print('Started HTTPService at 127.0.0.1:1', flush=True); "
@@ -32,5 +33,19 @@ def test_a_server_that_ends_by_itself_after_the_signal_keeps_its_own_cause(tmp_p
     try:
         assert server.wait_exit(15)
         assert server.exit_cause() == "killed by SIGABRT"
+    finally:
+        server.stop(timeout_s=1)
+
+
+def test_a_server_stopping_slowly_after_sigint_is_not_taken_for_a_hung_one(tmp_path):
+    # tritonserver says "Signal (2) received." when it is stopped too; its drain may take longer
+    # than the grace a crashed one gets
+    code = "import time; print('Signal (2) received.', flush=True); time.sleep(3)"
+    server = ServerProcess([sys.executable, "-c", code], dict(os.environ), tmp_path / "log", ["HTTP"])
+    server.spawn()
+    try:
+        assert server.wait_exit(15)
+        assert server.returncode == 0
+        assert server.exit_cause() == describe_exit(0)
     finally:
         server.stop(timeout_s=1)
