@@ -5,7 +5,6 @@ this machine), then a real start: a sample model served on free ports and called
 gRPC. A failed check makes the exit code 1; a warning does not.
 """
 
-import contextlib
 import dataclasses
 import enum
 import os
@@ -24,6 +23,7 @@ import numpy as np
 from ..exceptions import PyTritonError
 from ..server.bundle import HOME_VARIABLE, TritonBundle, find_install, libpython, shipped_stub_versions
 from ..server.config import TritonConfig
+from ..server.process import free_ports
 
 __all__ = ["Status", "Finding", "environment_checks", "serving_check", "run_checks"]
 
@@ -209,14 +209,6 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_ports(count: int) -> List[int]:
-    with contextlib.ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-
-
 def serving_check() -> Finding:
     """Start a server with a sample AddSub model on free ports, call it over HTTP and gRPC, stop it."""
     # Imported here: the environment checks must run even where these imports fail.
@@ -229,7 +221,7 @@ def serving_check() -> Finding:
     def add_sub(a, b):
         return {"add": a + b, "sub": a - b}
 
-    http, grpc, metrics = _free_ports(3)
+    http, grpc, metrics = free_ports(3)
     config = TritonConfig(http_port=http, grpc_port=grpc, metrics_port=metrics)
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.ones((2, 3), np.float32)

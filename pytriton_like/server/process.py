@@ -23,7 +23,7 @@ from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX
 from ..supervisor import describe_exit
 from .reaper import group_members, start_reaper, stop_reaper
 
-__all__ = ["ServerProcess", "ServerState", "check_ports_free", "PRIVATE_UMASK"]
+__all__ = ["ServerProcess", "ServerState", "check_ports_free", "free_ports", "PRIVATE_UMASK"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,15 @@ def check_ports_free(ports: Dict[str, int], address: str = "0.0.0.0") -> None:
                     f"cannot start tritonserver: the {endpoint} port {port} is already in use ({exc.strerror}); "
                     f"choose another with TritonConfig({endpoint.lower()}_port=...)"
                 ) from None
+
+
+def free_ports(count: int) -> List[int]:
+    """``count`` different free loopback ports (the probes stay open together, so none is picked twice)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 class ServerProcess:

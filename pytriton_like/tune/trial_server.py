@@ -13,15 +13,15 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import sys
 from typing import Deque, List, Optional, Sequence
 
 from ..console import PREFIX
+from ..server.process import free_ports
 from .settings import Settings
 from .usage import ProcessTree
 
-__all__ = ["TrialServer", "StartFailure", "free_ports"]
+__all__ = ["TrialServer", "StartFailure"]
 
 READY_LINE = "serving; press CTRL+C to stop"
 _PORT_TAKEN = "is already in use"
@@ -46,15 +46,6 @@ def _stop_with_parent() -> None:
 
 class StartFailure(Exception):
     """The trial's server did not become ready; the message ends with its last lines."""
-
-
-def free_ports(count: int) -> List[int]:
-    """``count`` different free loopback ports (the probes stay open together, so none is picked twice)."""
-    with contextlib.ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
 
 
 class TrialServer:
