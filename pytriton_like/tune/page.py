@@ -128,7 +128,8 @@ def concurrency_plot(report: Dict[str, Any]) -> str:
     _log_if_wide(right.set_yscale, [r["p99_ms"] for r in rows])
     left.set_title("Throughput against concurrency (the best few)")
     right.set_title("p99 latency against concurrency")
-    left.legend(fontsize=7, loc="best")
+    if rows:  # a report where no trial measured anything has no lines to name
+        left.legend(fontsize=7, loc="best")
     return _svg(figure)
 
 
