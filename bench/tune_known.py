@@ -1,6 +1,6 @@
 """`make bench-tune`: ``pytriton_like tune`` on callables whose best settings are known, and its load generator.
 
-``known`` (the default): tune each callable of tune_models.py with the default quick search and
+``known`` (the default): tune each callable of examples/tuning/models.py with the default quick search and
 the whole default space, then serve its recommendation and its given settings again, each in turn,
 and drive them with a client of its own at the
 recommendation's concurrency (wrk: C, JSON requests, none of tune's code): does the recommendation
@@ -48,6 +48,7 @@ from pytriton_like.tune.trial_server import TrialServer
 HERE = pathlib.Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 PERF_ANALYZER = HERE.parent / ".venv" / "perf_analyzer"
+MODELS = HERE.parent / "examples" / "tuning"  # models.py: the callables whose best settings are known
 CASES = {
     "sleepy": ["--max-batch-size", "1", "--concurrency", "32"],
     "busy": ["--max-batch-size", "1", "--concurrency", "4"],
@@ -70,7 +71,7 @@ def drive_with_wrk(port: int, model: str, concurrency: int, seconds: float) -> D
 
 
 async def _serve_and_drive(name: str, settings: Settings, concurrency: int, seconds: float) -> Dict[str, float]:
-    server = TrialServer(f"tune_models:{name}", [], settings, name, cwd=str(HERE), start_timeout_s=300)
+    server = TrialServer(f"models:{name}", [], settings, name, cwd=str(MODELS), start_timeout_s=300)
     await server.start()
     try:
         return await asyncio.get_running_loop().run_in_executor(None, drive_with_wrk, server.http_port, name,
@@ -84,11 +85,11 @@ def known(args) -> int:
     summary: Dict[str, Dict] = {}
     for name in args.only or list(CASES):
         folder = out / name
-        command = [sys.executable, "-m", "pytriton_like", "tune", f"tune_models:{name}", *CASES[name],
-                   "--time-budget-s", str(args.time_budget_s), "--report", str(folder.relative_to(HERE)),
+        command = [sys.executable, "-m", "pytriton_like", "tune", f"models:{name}", *CASES[name],
+                   "--time-budget-s", str(args.time_budget_s), "--report", str(folder),
                    "--no-progress"]
         print(f"== {' '.join(command[2:])}", flush=True)
-        completed = subprocess.run(command, cwd=HERE, timeout=args.time_budget_s + 600)
+        completed = subprocess.run(command, cwd=MODELS, timeout=args.time_budget_s + 600)
         if completed.returncode not in (0, 1):
             print(f"tune ended with {completed.returncode}", file=sys.stderr)
             return 1
@@ -196,7 +197,7 @@ def screenshot(args) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command")
-    run = commands.add_parser("known", help="tune the callables of tune_models.py and check the recommendations")
+    run = commands.add_parser("known", help="tune the callables of examples/tuning/models.py and check the recommendations")
     run.add_argument("--only", nargs="+", choices=list(CASES))
     run.add_argument("--time-budget-s", type=float, default=180)
     run.add_argument("--seconds", type=float, default=5, help="how long each setting is driven again")

@@ -60,6 +60,14 @@ def test_streaming_prints_each_word_as_it_arrives():
     assert "server stopped (exit code 0)" in output
 
 
+def test_tuning_finds_the_batching_and_serve_uses_it():
+    output = run_example(EXAMPLES / "run.py", "tuning", timeout_s=300)
+    assert "recommended: max_batch_size 32, delay 50000 µs, 1 instance (trial 3)" in output
+    assert output.count("] Sleepy serves with max_batch_size 32, queue delay 50000 µs") == 2
+    assert output.count("] 32 clients, 160 calls: 160 answers y = 2x") == 2
+    assert "server stopped (exit code 0)" in output
+
+
 def test_runner_sync_and_async():
     output = run_example(EXAMPLES / "run.py", "runner")
     for expected in (

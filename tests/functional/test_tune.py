@@ -12,6 +12,7 @@ choice the search made.
 
 import json
 import os
+import pathlib
 import shutil
 import signal
 import socket
@@ -29,31 +30,10 @@ from pytriton_like.client import ModelClient
 from .conftest import checked_for_leaks, free_ports
 from .processes import Serving
 
-MODELS = textwrap.dedent(
+# sleepy, busy and fixed_and_rows: the example's callables whose best settings are known
+KNOWN = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tuning" / "models.py"
+FRAGILE = textwrap.dedent(
     """
-    import multiprocessing
-    import time
-
-    import numpy as np
-    from pytriton_like.decorators import batch
-
-    @batch
-    def sleepy(x):
-        time.sleep(0.02)  # whatever the batch
-        return {"y": x * 2}
-
-    @batch
-    def busy(x):
-        for _ in range(len(x)):  # pure Python per row, holding the GIL
-            start = time.thread_time()
-            while time.thread_time() - start < 0.003:
-                pass
-        return {"y": x * 2}
-
-    @batch
-    def fixed_and_rows(x):
-        time.sleep(0.02 + 0.002 * len(x))
-        return {"y": x + 1}
 
     @batch
     def fragile(x):
@@ -62,6 +42,7 @@ MODELS = textwrap.dedent(
         return {"y": x.mean(axis=0, keepdims=True).repeat(len(x), axis=0) * 2}  # mixes the rows of a batch
     """
 )
+MODELS = KNOWN.read_text() + FRAGILE
 NO_WORKERS = textwrap.dedent(
     """
     import multiprocessing

@@ -1,4 +1,5 @@
-"""Callables whose best settings are known, for ``make bench-tune`` (bench/tune_known.py).
+"""Callables whose best settings are known: what ``pytriton_like tune`` should find for each.
+(README.md; ``make bench-tune`` and tests/functional/test_tune.py tune them too.)
 
 - ``sleepy``: 20 ms per call whatever the batch: batching and a queue delay win by far.
 - ``busy``: 3 ms of pure Python per row, holding the GIL: only worker processes help, up to the cores.
