@@ -9,8 +9,10 @@ url: the path nested calls took before) and ``OuterBLS`` (a Triton Python-backen
 p50 latency with one request in flight and its throughput with eight, and ``Inner`` alone's: what
 the same request costs without a nested call, the bound no nested call can beat. The models take
 turns within each configuration, and each configuration is measured ``--rounds`` times (the median
-is shown). The table gives each number, the ratios to BLS with the goals of issue 41, and for the
-latencies the share of BLS's nested hop (its p50 beyond Inner alone's) that the relay's takes.
+is shown). The table gives each number, the ratios to BLS with the goals of issue 41, the range of
+that ratio over the rounds (relay and BLS measured one shortly after the other in each: on a
+2-core machine the rounds differ more than the two paths do), and for the latencies the share of
+BLS's nested hop (its p50 beyond Inner alone's) that the relay's takes.
 
     make bench-nested                      # about 15 minutes
     make bench-nested ARGS="--rounds 1 --protocols grpc --sizes 16"
@@ -77,13 +79,21 @@ def measure_all(server: servers.Server, args) -> List[Dict]:
 
 
 def table(results: List[Dict], args) -> str:
+    def rows(size, protocol, concurrency, key):
+        return [r for r in results if (r["size"], r["protocol"], r["concurrency"], r["path"])
+                == (size, protocol, concurrency, key)]
+
     def median(size, protocol, concurrency, key, field):
-        values = [r[field] for r in results if (r["size"], r["protocol"], r["concurrency"], r["path"])
-                  == (size, protocol, concurrency, key)]
+        values = [r[field] for r in rows(size, protocol, concurrency, key)]
         return statistics.median(values) if values else float("nan")
 
+    def round_ratios(size, protocol, concurrency, field):
+        """relay / BLS within each round: the two were measured one shortly after the other."""
+        bls = {r["round"]: r[field] for r in rows(size, protocol, concurrency, "bls")}
+        return sorted(r[field] / bls[r["round"]] for r in rows(size, protocol, concurrency, "relay") if r["round"] in bls)
+
     lines = ["| outer model calling Inner | " + " | ".join(LABELS[key] for key in MODELS)
-             + " | relay / BLS | before / BLS | goal | relay's nested hop / BLS's |", "|---" * 9 + "|"]
+             + " | relay / BLS | per round | before / BLS | goal | relay's nested hop / BLS's |", "|---" * 10 + "|"]
     for size in args.sizes:
         for protocol in args.protocols:
             for concurrency, field, unit in ((1, "p50_ms", "c1 p50"), (8, "req_per_s", "c8 throughput")):
@@ -91,6 +101,8 @@ def table(results: List[Dict], args) -> str:
                 shown = [f"{values[key] * 1000:,.0f} µs" if field == "p50_ms" else f"{values[key]:,.0f}/s"
                          for key in MODELS]
                 relay, before = values["relay"] / values["bls"], values["network"] / values["bls"]
+                paired = round_ratios(size, protocol, concurrency, field)
+                spread = f"{paired[0]:.2f}–{paired[-1]:.2f}×" if paired else "—"
                 goal = GOALS[(size, concurrency)]
                 met = relay <= goal if field == "p50_ms" else relay >= goal
                 sign = "≤" if field == "p50_ms" else "≥"
@@ -98,7 +110,8 @@ def table(results: List[Dict], args) -> str:
                 if field == "p50_ms" and values["bls"] > values["alone"]:
                     hop = f"{(values['relay'] - values['alone']) / (values['bls'] - values['alone']):.2f}×"
                 lines.append(f"| {SIZES[size]}, {protocol}, {unit} | " + " | ".join(shown)
-                             + f" | {relay:.2f}× | {before:.2f}× | {sign} {goal}×: {'met' if met else 'MISSED'} | {hop} |")
+                             + f" | {relay:.2f}× | {spread} | {before:.2f}× | {sign} {goal}×: {'met' if met else 'MISSED'}"
+                             + f" | {hop} |")
     return "\n".join(lines)
 
 
