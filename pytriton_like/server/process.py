@@ -230,8 +230,9 @@ class ServerProcess:
                 if self._state is ServerState.STARTING:
                     self._note_started(text)
                 said = _SIGNAL_LINE.match(text)
-                if said is not None and int(said.group(1)) in _FATAL_SIGNALS and self._fatal_signal is None:
-                    self._fatal_signal = int(said.group(1))
+                signum = int(said.group(1)) if said is not None else None
+                if signum in _FATAL_SIGNALS and self._fatal_signal is None:
+                    self._fatal_signal = signum
                     timer = threading.Timer(_FATAL_GRACE_S, self._kill_if_hung)
                     timer.daemon = True
                     timer.start()

@@ -33,6 +33,8 @@ import threading
 import time
 from typing import Dict, List, Optional
 
+from pytriton_like.server.process import free_ports
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVER = ROOT / "examples" / "deployment" / "server.py"
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "latest.json"
@@ -77,14 +79,6 @@ backend replicas
     default-server check inter 500ms fall 2 rise 2
 {servers}
 """
-
-
-def free_ports(count: int) -> List[int]:
-    with contextlib.ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
 
 
 class Replica:

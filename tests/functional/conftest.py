@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from pytriton_like.relay.shm import SEGMENT_PREFIX, SHM_DIR
+from pytriton_like.server.process import free_ports  # noqa: F401 - the tests take it from here
 from pytriton_like.triton import TritonConfig
 
 _SERVER_NAMES = ("tritonserver", "triton_python_backend_stub")
@@ -23,16 +24,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def free_ports(count: int) -> list:
-    """``count`` free ports, all different (held together while picked: the kernel may hand out
-    a port again as soon as its probe is closed)."""
-    with contextlib.ExitStack() as stack:
-        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
 
 
 def free_config(**fields) -> TritonConfig:
