@@ -229,6 +229,14 @@ bench-ab: $(BENCH_STAMP) $(PERF_ANALYZER)
 bench-nested: $(BENCH_STAMP) $(PERF_ANALYZER)
 	$(VENV_NUMPY1)/bin/python bench/nested.py $(ARGS)
 
+# Where a nested call's time goes inside a running server (bench/nested_split.py): the caller's
+# parts, the called model's time in Triton's core, the outer model's relay hop; then a loop of
+# nested calls against BLS, as the system places the processes and pinned to one CPU. 16 floats
+# and 1 MiB. In .venv-numpy1 (the BLS model runs in Triton's stub). About 2 minutes.
+.PHONY: bench-nested-split
+bench-nested-split: $(BENCH_STAMP)
+	$(VENV_NUMPY1)/bin/python bench/nested_split.py $(ARGS)
+
 # `pytriton_like tune` on callables whose best settings are known (bench/tune_known.py, docs/tuning.md): each
 # tuned with the default search, then its recommendation and its given settings served again to wrk (a
 # client of its own). About 12 minutes. ARGS="generator": tune's load generator against perf_analyzer

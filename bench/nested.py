@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
 """``make bench-nested``: a model calling another model, three ways, side by side in one server.
 
-One server (bench/serve_nested.py) holds ``Inner`` (y = 2x) and three models that call it for each
+One server (bench/serve_nested.py) holds ``Inner`` (y = 2x) and the models that call it for each
 request they get: ``Outer`` (a bound callable, ``triton_context.client("Inner")``: a nested call
 through the relay), ``OuterNetwork`` (a bound callable with a gRPC ``ModelClient`` of the server's own
-url: the path nested calls took before) and ``OuterBLS`` (a Triton Python-backend model, BLS). For
-16 floats and for 1 MiB in and out, over gRPC and HTTP, perf_analyzer measures each outer model's
-p50 latency with one request in flight and its throughput with eight, and ``Inner`` alone's: what
-the same request costs without a nested call, the bound no nested call can beat. The models take
-turns within each configuration, and each configuration is measured ``--rounds`` times (the median
-is shown). The table gives each number, the ratios to BLS with the goals of issue 41, the range of
-that ratio over the rounds (relay and BLS measured one shortly after the other in each: on a
-2-core machine the rounds differ more than the two paths do), and for the latencies the share of
-BLS's nested hop (its p50 beyond Inner alone's) that the relay's takes.
+url: the path nested calls took before) and ``OuterBLS`` (a Triton Python-backend model, BLS); and,
+at 16 floats, ``OuterRaw``: the relay's nested call with the least Python there can be
+(bench/nested_raw.py), which shows what the client's Python costs. For 16 floats and for 1 MiB in
+and out, over gRPC and HTTP, perf_analyzer measures each outer model's p50 latency with one
+request in flight and its throughput with eight, and ``Inner`` alone's: what the same request
+costs without a nested call, the bound no nested call can beat. The models take turns within
+each configuration, and each configuration is measured ``--rounds`` times (the median is shown).
+The table gives each number, the ratios to BLS with the goals of issue 41, the range of that ratio
+over the rounds (relay and BLS measured one shortly after the other in each: on a 2-core machine
+the rounds differ more than the two paths do), and for the latencies the share of BLS's nested
+hop (its p50 beyond Inner alone's) that the relay's takes.
 
-    make bench-nested                      # about 15 minutes
+    make bench-nested                      # about 17 minutes
     make bench-nested ARGS="--rounds 1 --protocols grpc --sizes 16"
 """
 
@@ -36,9 +38,10 @@ import measure
 import servers
 
 HERE = pathlib.Path(__file__).resolve().parent
-MODELS = {"relay": "Outer", "network": "OuterNetwork", "bls": "OuterBLS", "alone": "Inner"}
-LABELS = {"relay": "nested call (relay)", "network": "gRPC client (before)", "bls": "Python backend BLS",
-          "alone": "Inner alone (no nested call)"}
+MODELS = {"relay": "Outer", "raw": "OuterRaw", "network": "OuterNetwork", "bls": "OuterBLS", "alone": "Inner"}
+LABELS = {"relay": "nested call (relay)", "raw": "least Python (no client)", "network": "gRPC client (before)",
+          "bls": "Python backend BLS", "alone": "Inner alone (no nested call)"}
+RAW_SIZES = (16,)  # OuterRaw takes small tensors only (bench/nested_raw.py)
 SIZES = {16: "16 floats", 262144: "1 MiB"}
 # issue 41's goals: ours against BLS (c1: p50 at most this share of BLS's; c8: at least this many times its throughput)
 GOALS = {(16, 1): 1.0, (262144, 1): 0.8, (16, 8): 1.3, (262144, 8): 1.0}
@@ -50,7 +53,9 @@ def check_answers(server: servers.Server, sizes: List[int]) -> None:
             contextlib.closing(httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}")) as http_client:
         for size in sizes:
             x = np.random.default_rng(size).random((1, size), dtype=np.float32)
-            for model in MODELS.values():
+            for key, model in MODELS.items():
+                if key == "raw" and size not in RAW_SIZES:
+                    continue
                 for lib, client in ((grpcclient, grpc_client), (httpclient, http_client)):
                     infer_input = lib.InferInput("x", list(x.shape), "FP32")
                     infer_input.set_data_from_numpy(x)
@@ -68,7 +73,7 @@ def measure_all(server: servers.Server, args) -> List[Dict]:
                 port = server.grpc_port if protocol == "grpc" else server.http_port
                 for concurrency in (1, 8):
                     order = keys[round_index % len(keys):] + keys[: round_index % len(keys)]
-                    for key in order:
+                    for key in (key for key in order if key != "raw" or size in RAW_SIZES):
                         found = measure.perf_analyzer(protocol, port, concurrency=concurrency, model=MODELS[key],
                                                       shape=f"x:{size}", interval_ms=args.interval_ms)
                         found.update(path=key, size=size, protocol=protocol, round=round_index)
@@ -93,12 +98,13 @@ def table(results: List[Dict], args) -> str:
         return sorted(r[field] / bls[r["round"]] for r in rows(size, protocol, concurrency, "relay") if r["round"] in bls)
 
     lines = ["| outer model calling Inner | " + " | ".join(LABELS[key] for key in MODELS)
-             + " | relay / BLS | per round | before / BLS | goal | relay's nested hop / BLS's |", "|---" * 10 + "|"]
+             + " | relay / BLS | per round | before / BLS | goal | relay's nested hop / BLS's |", "|---" * 11 + "|"]
     for size in args.sizes:
         for protocol in args.protocols:
             for concurrency, field, unit in ((1, "p50_ms", "c1 p50"), (8, "req_per_s", "c8 throughput")):
                 values = {key: median(size, protocol, concurrency, key, field) for key in MODELS}
-                shown = [f"{values[key] * 1000:,.0f} µs" if field == "p50_ms" else f"{values[key]:,.0f}/s"
+                shown = ["—" if values[key] != values[key] else  # NaN: not measured at this size
+                         f"{values[key] * 1000:,.0f} µs" if field == "p50_ms" else f"{values[key]:,.0f}/s"
                          for key in MODELS]
                 relay, before = values["relay"] / values["bls"], values["network"] / values["bls"]
                 paired = round_ratios(size, protocol, concurrency, field)

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Serve the nested-call benchmark's models (bench/nested.py): ``Inner`` and three models calling it.
+"""Serve the nested-call benchmark's models (bench/nested.py): ``Inner`` and four models calling it.
 
 - ``Inner``: y = 2x, request by request (a bound callable).
 - ``Outer``: a bound callable that calls ``Inner`` through ``triton_context.client("Inner")`` (a
   nested call through the relay), request by request.
+- ``OuterRaw``: the same with the least Python a nested call can have (bench/nested_raw.py: no
+  client, only the CALL encoded and the REPLY decoded; small tensors only): what the client's
+  Python costs.
 - ``OuterNetwork``: the same through a ``ModelClient`` of the server's gRPC url, over the network
   interface, as ``triton_context.client`` did before nested calls went through the relay.
 - ``OuterBLS``: a Triton Python-backend model doing the same with BLS (bench/nested_bls/), from a
   model repository written into ``--repository``.
 
-All four: FP32 ``[-1]``, ``max_batch_size`` 64, dynamic batching without delay, one instance. It
+All five: FP32 ``[-1]``, ``max_batch_size`` 64, dynamic batching without delay, one instance. It
 prints ``BENCH_START`` / ``BENCH_READY`` and serves until SIGINT or SIGTERM (bench/servers.py).
 Run it in the numpy 1 environment: Triton's Python-backend stub is built for numpy 1.
 """
@@ -29,6 +32,8 @@ from pytriton_like.decorators import triton_context
 from pytriton_like.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton_like.triton import Triton, TritonConfig, TritonSecurityConfig
 
+import nested_raw
+
 HERE = pathlib.Path(__file__).resolve().parent
 INPUTS = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 OUTPUTS = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -43,6 +48,24 @@ def inner(requests):
 def outer(requests, triton_context):
     client = triton_context.client("Inner")
     return [{"y": client.infer_batch(x=request["x"])["y"]} for request in requests]
+
+
+class RawOuter:
+    """``OuterRaw``'s callable: a RawCaller of ``Inner``, made at first use (the server runs by then)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._caller = None
+
+    def __call__(self, requests):
+        with self._lock:
+            if self._caller is None:
+                self._caller = nested_raw.RawCaller("Inner")
+        return [{"y": self._caller.call({"x": request["x"]})["y"]} for request in requests]
+
+    def close(self) -> None:
+        if self._caller is not None:
+            self._caller.close()
 
 
 class NetworkOuter:
@@ -92,14 +115,17 @@ def main() -> None:
     # perf_analyzer reads the models' statistics and sends no token: statistics stay open.
     security = TritonSecurityConfig(restricted_endpoints=["shared-memory", "model-repository", "trace", "logging"])
     outer_network = NetworkOuter(f"grpc://127.0.0.1:{args.grpc_port}")
+    outer_raw = RawOuter()
     print(f"BENCH_START {time.time():.6f}", flush=True)
     with Triton(config=config, security_config=security) as triton:
         triton.bind("Inner", inner, inputs=INPUTS, outputs=OUTPUTS, config=CONFIG)
         triton.bind("Outer", outer, inputs=INPUTS, outputs=OUTPUTS, config=CONFIG)
+        triton.bind("OuterRaw", outer_raw, inputs=INPUTS, outputs=OUTPUTS, config=CONFIG)
         triton.bind("OuterNetwork", outer_network, inputs=INPUTS, outputs=OUTPUTS, config=CONFIG)
         triton.run()
         print(f"BENCH_READY {time.time():.6f}", flush=True)
         stop.wait()
+        outer_raw.close()
     outer_network.close()
 
 
