@@ -203,9 +203,10 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
   metrics_add(inst->metrics, METRIC_REQUESTS, slot->count);
   metrics_add(inst->metrics, METRIC_BATCHES, 1);
   char message[512] = "";
-  /* the reader may answer and free the slot as soon as it is sent: what Execute still needs is kept here */
-  uint32_t count = slot->count;
-  TRITONBACKEND_Request** sent_requests = slot->requests;
+  /* the reader may answer and free the slot as soon as it is sent: Execute does not touch it after.
+   * A decoupled model's requests are released when their streams end (stream_result, fail_slot): until
+   * then a caller that goes away can still cancel its request in Triton's core (a nested call's stream
+   * left early, call_listener.c), which the next response sees. */
   int sent = 0;
   TRITONSERVER_Error* error = encode_batch(inst, slot, message, sizeof(message));
   if (error != NULL) {
@@ -213,11 +214,6 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
     TRITONSERVER_ErrorDelete(error);
   } else {
     sent = send_batch(inst, slot) == 0;
-  }
-  if (settings->decoupled) {
-    /* the streams go on through their factories (or were failed through them): the requests are done with */
-    uint64_t end = now_ns();
-    for (uint32_t i = 0; i < count; i++) finish_request(inst, sent_requests[i], sent, exec_start, exec_start, end);
   }
   {
     if (sent && !inst->has_reader) {

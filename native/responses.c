@@ -155,6 +155,7 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
     return 0;
   }
   metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
+  uint64_t end = now_ns();
   for (uint32_t i = 0; i < slot->count; i++) {
     if (slot->open[i] && !stream_cancelled(slot->factories[i]))
       relay_check(TRITONBACKEND_ResponseFactorySendFlags(slot->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL),
@@ -162,6 +163,7 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
     relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
     slot->factories[i] = NULL;
     slot->open[i] = 0;
+    finish_request(inst, slot->requests[i], 1, slot->exec_start_ns, slot->compute_start_ns, end);
   }
   release_slot(inst, slot);
   return 1;

@@ -66,6 +66,7 @@ void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Erro
                int relay) {
   struct model_state* model = inst->model;
   uint64_t failed = 0;
+  uint64_t end = now_ns();
   if (model->settings.decoupled) {
     for (uint32_t i = 0; i < slot->count; i++) {
       if (slot->factories[i] == NULL) continue;
@@ -77,9 +78,10 @@ void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Erro
       }
       relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
       slot->factories[i] = NULL;
+      finish_request(inst, slot->requests[i], 0, slot->exec_start_ns, slot->compute_start_ns ? slot->compute_start_ns : end,
+                     end);
     }
   } else {
-    uint64_t end = now_ns();
     for (uint32_t i = 0; i < slot->count; i++) {
       respond_error(slot->requests[i], code, message);
       finish_request(inst, slot->requests[i], 0, slot->exec_start_ns, slot->compute_start_ns ? slot->compute_start_ns : end,

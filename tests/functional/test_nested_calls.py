@@ -35,6 +35,8 @@ CALL_OUTPUTS = [Tensor(name="y", dtype=np.float32, shape=(-1,)), Tensor(name="er
 SLOW_S = 1.0
 
 SLOW_RUNS = []  # the tags of the requests Slow ran (it runs in this process)
+TICKER_ENDS = []  # when each of Ticker's streams ended, and after how many pieces (it runs in this process)
+TICKS, TICK_S = 200, 0.02
 NESTED_ERRORS = []  # (when, error text) of the nested calls that failed in Call (in this process)
 
 
@@ -57,6 +59,17 @@ def counter(requests):
     steps = int(requests[0].parameters.get("n", 3))
     for step in range(steps):
         yield [{"y": request["x"] + np.float32(step)} for request in requests]
+
+
+def ticker(requests):
+    """A long stream: TICKS pieces, TICK_S apart; records when it ended (its generator closed)."""
+    sent = 0
+    try:
+        for sent in range(1, TICKS + 1):
+            yield [{"y": request["x"] + np.float32(sent)} for request in requests]
+            time.sleep(TICK_S)
+    finally:
+        TICKER_ENDS.append((time.monotonic(), sent))
 
 
 def slow(requests):
@@ -95,6 +108,13 @@ def _call_one(triton_context, request):
         return np.stack([first(client.infer_sample(row, parameters=forwarded)) for row in x])
     if mode == "stream":
         return np.concatenate([first(response) for response in client.infer_batch(x, parameters=forwarded)], axis=1)
+    if mode == "leave":  # the stream's first two responses, then the loop is left
+        pieces = []
+        for response in client.infer_batch(x, parameters=forwarded):
+            pieces.append(first(response))
+            if len(pieces) == 2:
+                break
+        return np.concatenate(pieces, axis=1)
     if mode == "sequence":  # three calls of one sequence: the last running sum
         ends = [dict(sequence_start=step == 0, sequence_end=step == 2) for step in range(3)]
         return [first(client.infer_batch(x, sequence_id=parameters["sid"], **end)) for end in ends][-1]
@@ -153,6 +173,7 @@ def bind_models(triton):
     triton.bind("PlusOne", plus_one, FLOATS, Y, config=batching)
     triton.bind("Failing", failing, FLOATS, Y, config=batching)
     triton.bind("Counter", counter, FLOATS, Y, config=ModelConfig(max_batch_size=16, decoupled=True))
+    triton.bind("Ticker", ticker, FLOATS, Y, config=ModelConfig(max_batch_size=16, decoupled=True))
     triton.bind("Slow", slow, FLOATS, Y, config=ModelConfig(max_batch_size=1))
     triton.bind("Sum", RunningSum(), FLOATS, Y,
                 config=ModelConfig(max_batch_size=4, sequence_batcher=SequenceBatcher(max_sequence_idle_microseconds=60_000_000)))
@@ -238,6 +259,20 @@ def test_a_decoupled_model_streams_its_responses(server):
     assert error == "" and np.array_equal(y, np.concatenate([X + i for i in range(3)], axis=1))
     y, error = ask(config, "CallInWorkers", X, target="Counter", mode="stream", fwd_n=2)
     assert error == "" and np.array_equal(y, np.concatenate([X + i for i in range(2)], axis=1))
+
+
+def test_a_stream_left_early_stops_the_called_model(server):
+    _, config = server
+    TICKER_ENDS.clear()
+    y, error = ask(config, "Call", X, target="Ticker", mode="leave")
+    left = time.monotonic()
+    assert error == "" and np.array_equal(y, np.concatenate([X + 1, X + 2], axis=1))
+    deadline = left + TICKS * TICK_S
+    while not TICKER_ENDS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert TICKER_ENDS, "the called model's stream did not end"
+    ended, sent = TICKER_ENDS[0]
+    assert sent < TICKS and ended - left < 1.0  # it stopped, well before its 200 pieces (4 s)
 
 
 def test_a_failed_call_raises_what_a_client_would(server):
