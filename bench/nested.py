@@ -23,6 +23,7 @@ hop (its p50 beyond Inner alone's) that the relay's takes.
 import argparse
 import contextlib
 import json
+import math
 import pathlib
 import statistics
 import sys
@@ -103,7 +104,7 @@ def table(results: List[Dict], args) -> str:
         for protocol in args.protocols:
             for concurrency, field, unit in ((1, "p50_ms", "c1 p50"), (8, "req_per_s", "c8 throughput")):
                 values = {key: median(size, protocol, concurrency, key, field) for key in MODELS}
-                shown = ["—" if values[key] != values[key] else  # NaN: not measured at this size
+                shown = ["—" if math.isnan(values[key]) else  # not measured at this size (OuterRaw)
                          f"{values[key] * 1000:,.0f} µs" if field == "p50_ms" else f"{values[key]:,.0f}/s"
                          for key in MODELS]
                 relay, before = values["relay"] / values["bls"], values["network"] / values["bls"]

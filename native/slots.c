@@ -64,12 +64,13 @@ void release_slot(struct instance_state* inst, struct slot* slot) {
 
 void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Error_Code code, const char* message,
                int relay) {
-  struct model_state* model = inst->model;
+  int decoupled = inst->model->settings.decoupled;
   uint64_t failed = 0;
   uint64_t end = now_ns();
-  if (model->settings.decoupled) {
-    for (uint32_t i = 0; i < slot->count; i++) {
-      if (slot->factories[i] == NULL) continue;
+  uint64_t compute_start = slot->compute_start_ns ? slot->compute_start_ns : end;
+  for (uint32_t i = 0; i < slot->count; i++) {
+    if (decoupled) {
+      if (slot->factories[i] == NULL) continue; /* its stream ended, and its request was released with it */
       if (slot->open[i] && !stream_cancelled(slot->factories[i])) {
         TRITONBACKEND_Response* response;
         if (!relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__))
@@ -78,16 +79,11 @@ void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Erro
       }
       relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
       slot->factories[i] = NULL;
-      finish_request(inst, slot->requests[i], 0, slot->exec_start_ns, slot->compute_start_ns ? slot->compute_start_ns : end,
-                     end);
-    }
-  } else {
-    for (uint32_t i = 0; i < slot->count; i++) {
+    } else {
       respond_error(slot->requests[i], code, message);
-      finish_request(inst, slot->requests[i], 0, slot->exec_start_ns, slot->compute_start_ns ? slot->compute_start_ns : end,
-                     end);
+      failed++;
     }
-    failed = slot->count;
+    finish_request(inst, slot->requests[i], 0, slot->exec_start_ns, compute_start, end);
   }
   metrics_add(inst->metrics, relay ? METRIC_RELAY_FAILURES : METRIC_CALLABLE_FAILURES, (double)failed);
   release_slot(inst, slot);
