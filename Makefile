@@ -229,6 +229,14 @@ bench-ab: $(BENCH_STAMP) $(PERF_ANALYZER)
 bench-nested: $(BENCH_STAMP) $(PERF_ANALYZER)
 	$(VENV_NUMPY1)/bin/python bench/nested.py $(ARGS)
 
+# A PyTorch network on CUDA in worker processes, one GPU each (WorkerOptions(devices=...)), called
+# directly and through a nested call (bench/gpu_workers.py). Needs an NVIDIA GPU and PyTorch built with
+# CUDA in .venv (pip install torch); CI has neither, and nothing depends on it. ARGS="--device cpu" runs
+# the same on the CPU. About a minute.
+.PHONY: bench-gpu
+bench-gpu: $(STAMP)
+	$(BIN)/python bench/gpu_workers.py $(ARGS)
+
 # Where a nested call's time goes inside a running server (bench/nested_split.py): the caller's
 # parts, the called model's time in Triton's core, the outer model's relay hop; then a loop of
 # nested calls against BLS, as the system places the processes and pinned to one CPU. 16 floats
