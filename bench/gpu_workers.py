@@ -154,7 +154,7 @@ def main() -> None:
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("no CUDA device: this script needs an NVIDIA GPU and PyTorch built with CUDA (or --device cpu)")
+        raise SystemExit("no CUDA device: this needs an NVIDIA GPU and PyTorch built with CUDA (or --device cpu)")
     devices = [str(index) for index in range(torch.cuda.device_count())] if args.device == "cuda" else []
     http_port, grpc_port, metrics_port = free_ports(3)
     config = TritonConfig(http_address="127.0.0.1", http_port=http_port, grpc_address="127.0.0.1",
