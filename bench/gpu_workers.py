@@ -20,6 +20,7 @@ and p50 with 1 and 8 gRPC clients (``--requests`` each), prints a table and writ
 
     make bench-gpu                              # a minute or two
     python bench/gpu_workers.py --workers 4     # two workers a GPU on a machine with two
+    make bench-gpu ARGS="--device cpu"          # the same on the CPU: tries the script without a GPU
 """
 
 import argparse
