@@ -74,7 +74,7 @@ class Network:
         self.network = build_network().to(self.device)
         name = torch.cuda.get_device_name(0) if self.device == "cuda" else "cpu"
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        self.where = f"{worker.index}|{visible}|{worker.device}|{name}".encode()
+        self.where = f"{worker.index}|{visible}|{worker.device or ''}|{name}".encode()
 
     @batch
     def __call__(self, x):
@@ -181,10 +181,11 @@ def main() -> None:
               f" {row['p99_ms']:.2f} ms |")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(found, indent=1) + "\n")
-    expected = {f"{index}|{device}|{device}" for index, device in
-                ((index, devices[index % len(devices)] if devices else "") for index in range(args.workers))}
+    # each worker: its index, then the device it was given twice (CUDA_VISIBLE_DEVICES and worker.device)
+    given = [devices[index % len(devices)] if devices else "" for index in range(args.workers)]
+    expected = {f"{index}|{device}|{device}" for index, device in enumerate(given)}
     for model, checked in found["checks"].items():
-        got = {where.rsplit("|", 1)[0].replace("|None", "|") for where in checked["workers"]}
+        got = {where.rsplit("|", 1)[0] for where in checked["workers"]}  # less the GPU's name
         if got != expected:
             print(f"{model}: workers answered as {sorted(got)}, expected {sorted(expected)}", file=sys.stderr)
             sys.exit(1)

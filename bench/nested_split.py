@@ -34,9 +34,7 @@ import contextlib
 import json
 import os
 import pathlib
-import shutil
 import statistics
-import sysconfig
 import tempfile
 import threading
 import time
@@ -54,6 +52,7 @@ from pytriton_like.server.process import free_ports
 from pytriton_like.triton import Triton, TritonConfig, TritonSecurityConfig
 
 import nested_raw
+import servers
 
 HERE = pathlib.Path(__file__).resolve().parent
 INPUTS = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
@@ -148,15 +147,6 @@ def loop_raw(requests):
     finally:
         caller.close()
     return [{"us": np.array([rounds], dtype=np.float32)} for _ in requests]
-
-
-def write_repository(root: pathlib.Path) -> pathlib.Path:
-    folder = root / "LoopBLS"
-    (folder / "1").mkdir(parents=True)
-    shutil.copy(HERE / "nested_loop_bls" / "config.pbtxt", folder / "config.pbtxt")
-    source = (HERE / "nested_loop_bls" / "model.py").read_text()
-    (folder / "1" / "model.py").write_text(source.replace("@SITE_PACKAGES@", sysconfig.get_paths()["purelib"]))
-    return root
 
 
 # -- the split ----------------------------------------------------------------------------------
@@ -274,9 +264,10 @@ def main() -> None:
     wrap_the_callers_end()
     http_port, grpc_port, metrics_port = free_ports(3)
     with tempfile.TemporaryDirectory(prefix="bench-nested-split-") as tmp:
+        repository = servers.python_backend_model(pathlib.Path(tmp), "LoopBLS", HERE / "nested_loop_bls")
         config = TritonConfig(http_address="127.0.0.1", http_port=http_port, grpc_address="127.0.0.1",
                               grpc_port=grpc_port, metrics_address="127.0.0.1", metrics_port=metrics_port,
-                              model_repository=write_repository(pathlib.Path(tmp)))
+                              model_repository=repository)
         # the statistics are read without a token
         security = TritonSecurityConfig(restricted_endpoints=["shared-memory", "model-repository", "trace", "logging"])
         with Triton(config=config, security_config=security) as triton:

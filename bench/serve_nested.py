@@ -19,9 +19,7 @@ Run it in the numpy 1 environment: Triton's Python-backend stub is built for num
 
 import argparse
 import pathlib
-import shutil
 import signal
-import sysconfig
 import threading
 import time
 
@@ -33,6 +31,7 @@ from pytriton_like.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton_like.triton import Triton, TritonConfig, TritonSecurityConfig
 
 import nested_raw
+import servers
 
 HERE = pathlib.Path(__file__).resolve().parent
 INPUTS = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
@@ -87,15 +86,6 @@ class NetworkOuter:
             self._client.close()
 
 
-def write_repository(root: pathlib.Path) -> pathlib.Path:
-    folder = root / "OuterBLS"
-    (folder / "1").mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "nested_bls" / "config.pbtxt", folder / "config.pbtxt")
-    source = (HERE / "nested_bls" / "model.py").read_text()
-    (folder / "1" / "model.py").write_text(source.replace("@SITE_PACKAGES@", sysconfig.get_paths()["purelib"]))
-    return root
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--http-port", type=int, required=True)
@@ -110,7 +100,7 @@ def main() -> None:
     config = TritonConfig(
         http_address="127.0.0.1", http_port=args.http_port, grpc_address="127.0.0.1", grpc_port=args.grpc_port,
         metrics_address="127.0.0.1", metrics_port=args.metrics_port,
-        model_repository=write_repository(args.repository),
+        model_repository=servers.python_backend_model(args.repository, "OuterBLS", HERE / "nested_bls"),
     )
     # perf_analyzer reads the models' statistics and sends no token: statistics stay open.
     security = TritonSecurityConfig(restricted_endpoints=["shared-memory", "model-repository", "trace", "logging"])

@@ -27,7 +27,7 @@ import psutil
 
 __all__ = [
     "Server", "ServerError", "ProcessTree", "free_ports", "start_python_server", "start_script", "start_floor",
-    "start_native_floor",
+    "start_native_floor", "python_backend_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -337,6 +337,19 @@ def _wait_for_marks(tree: ProcessTree, names: Tuple[str, ...]) -> Dict[str, floa
 
 def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
+
+
+def python_backend_model(repository: pathlib.Path, name: str, source: pathlib.Path) -> pathlib.Path:
+    """Writes the Python-backend model in folder ``source`` (its config.pbtxt and model.py) into
+    ``repository`` as model ``name``, and returns ``repository``. model.py's ``@SITE_PACKAGES@``
+    becomes this interpreter's site-packages: Triton's stub starts with the base interpreter's
+    sys.path, whose numpy may be another version."""
+    folder = repository / name
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    shutil.copy(source / "config.pbtxt", folder / "config.pbtxt")
+    model = (source / "model.py").read_text().replace("@SITE_PACKAGES@", str(SITE_PACKAGES))
+    (folder / "1" / "model.py").write_text(model)
+    return repository
 
 
 def start_floor(

@@ -3,8 +3,8 @@
 What a Triton user writes for "Python code that calls another model": each request's input goes to
 ``Inner`` as it came (the tensor object itself, no copy of ours) with ``InferenceRequest.exec()``,
 and ``Inner``'s output is the response. ``bench/serve_nested.py`` copies this file into a model
-repository and replaces ``@SITE_PACKAGES@`` (the stub starts with the base interpreter's sys.path,
-whose numpy may be another version; bench/floor/model.py does the same).
+repository with ``servers.python_backend_model``, which replaces ``@SITE_PACKAGES@`` (the stub
+starts with the base interpreter's sys.path, whose numpy may be another version).
 """
 
 import sys

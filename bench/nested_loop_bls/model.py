@@ -3,8 +3,8 @@
 For each batch it calls ``Inner`` with the first request's input tensor, as OuterBLS does
 (bench/nested_bls/), ``WARM_UP`` times, then ``ROUNDS`` rounds of ``CALLS``; its output ``us`` is
 the time of one call in each round, in microseconds (every request of the batch gets it).
-bench/nested_split.py copies this file into a model repository and replaces ``@SITE_PACKAGES@``
-(as bench/serve_nested.py does).
+bench/nested_split.py copies this file into a model repository with ``servers.python_backend_model``,
+which replaces ``@SITE_PACKAGES@``.
 """
 
 import sys
