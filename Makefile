@@ -237,6 +237,13 @@ bench-nested: $(BENCH_STAMP) $(PERF_ANALYZER)
 bench-gpu: $(STAMP)
 	$(BIN)/python bench/gpu_workers.py $(ARGS)
 
+# What a KVM guest's idle policy does to serving and to nested calls against BLS (bench/idle_polling.py):
+# make bench-nested's measurements with cpuidle haltpoll's guest_halt_poll_ns at 0 and at 200000, in
+# turns; the setting is put back at the end. Needs root and a guest with that driver. About 10 minutes.
+.PHONY: bench-idle-polling
+bench-idle-polling: $(BENCH_STAMP) $(PERF_ANALYZER)
+	$(VENV_NUMPY1)/bin/python bench/idle_polling.py $(ARGS)
+
 # Where a nested call's time goes inside a running server (bench/nested_split.py): the caller's
 # parts, the called model's time in Triton's core, the outer model's relay hop; then a loop of
 # nested calls against BLS, as the system places the processes and pinned to one CPU. 16 floats

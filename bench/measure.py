@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import re
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -279,7 +280,8 @@ def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: in
     of one FP32 sample of ``shape`` (input name and sizes, "x:8") kept in flight over ``protocol``
     ("http" or "grpc") until three windows of ``interval_ms`` agree within 50% on the p50 latency
     (at most ``trials`` windows; on a busy machine they may never agree: then the last window's
-    numbers are taken and ``stable`` is False). Returns req/s and latency percentiles in ms."""
+    numbers are taken and ``stable`` is False). Returns req/s, latency percentiles in ms and the CPU
+    seconds perf_analyzer itself spent (``cpu_s``: the load generator's share of the machine)."""
     binary = PERF_ANALYZER_DIR / "perf_analyzer"
     if not binary.exists():
         raise FileNotFoundError(f"{binary} is missing: `make bench` installs it")
@@ -292,6 +294,7 @@ def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: in
             f"--concurrency-range={concurrency}", f"--measurement-interval={interval_ms}",
             f"--max-trials={trials}", "--stability-percentage=50", "--percentile=50", "-v", "-f", csv_path,
         ]
+        children_before = _children_cpu_s()
         try:
             completed = subprocess.run(argv, env=env, capture_output=True, text=True,
                                        timeout=30 + trials * interval_ms / 1000 * 3)
@@ -302,6 +305,7 @@ def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: in
             # finished are still measurements (the output is bytes here, whatever `text` says).
             returncode = "a timeout"
             output = b"".join(part or b"" for part in (exc.stdout, exc.stderr)).decode("utf-8", "replace")
+        cpu_s = _children_cpu_s() - children_before
         stable = returncode == 0 and os.path.exists(csv_path)
         if stable:
             with open(csv_path, encoding="utf-8") as file:
@@ -314,7 +318,14 @@ def perf_analyzer(protocol: str, port: int, *, concurrency: int, interval_ms: in
                 tail = "\n".join(output.splitlines()[-5:])
                 raise RuntimeError(f"perf_analyzer ended with {returncode}: {tail}")
             numbers = {"req_per_s": float(passes[-1][0]), "p50_ms": int(passes[-1][1]) / 1000}
-    return {"concurrency": concurrency, **numbers, "command": " ".join(argv[:-2]), "stable": stable}
+    return {"concurrency": concurrency, **numbers, "command": " ".join(argv[:-2]), "stable": stable,
+            "cpu_s": round(cpu_s, 4)}
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds (user and system) of this process's children that ended and were waited for."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def model_stats(http_port: int, model: str = MODEL) -> Dict[str, int]:

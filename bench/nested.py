@@ -24,12 +24,13 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import pathlib
 import statistics
 import sys
 import tempfile
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -65,23 +66,71 @@ def check_answers(server: servers.Server, sizes: List[int]) -> None:
                         raise measure.BenchError(f"{model} answered wrongly over {lib.__name__}")
 
 
-def measure_all(server: servers.Server, args) -> List[Dict]:
+def measure_all(server: servers.Server, args, rounds: Optional[range] = None) -> List[Dict]:
+    """Each model's c1 and c8 numbers, for each of ``rounds`` (the round's number turns the models'
+    order), size and protocol."""
     results = []
     keys = list(MODELS)
-    for round_index in range(args.rounds):
+    for round_index in rounds or range(args.rounds):
         for size in args.sizes:
             for protocol in args.protocols:
                 port = server.grpc_port if protocol == "grpc" else server.http_port
                 for concurrency in (1, 8):
                     order = keys[round_index % len(keys):] + keys[: round_index % len(keys)]
                     for key in (key for key in order if key != "raw" or size in RAW_SIZES):
-                        found = measure.perf_analyzer(protocol, port, concurrency=concurrency, model=MODELS[key],
-                                                      shape=f"x:{size}", interval_ms=args.interval_ms)
-                        found.update(path=key, size=size, protocol=protocol, round=round_index)
+                        before = measure.model_stats(server.http_port, MODELS[key])
+                        with measure.CpuMeter(server.tree.refresh) as cpu:
+                            found = measure.perf_analyzer(protocol, port, concurrency=concurrency, model=MODELS[key],
+                                                          shape=f"x:{size}", interval_ms=args.interval_ms)
+                        requests = measure.model_stats(server.http_port, MODELS[key])["requests"] - before["requests"]
+                        found.update(path=key, size=size, protocol=protocol, round=round_index,
+                                     **cpu_per_request(cpu, found["cpu_s"], requests))
                         results.append(found)
                         print(f"  round {round_index + 1} {SIZES[size]:>9} {protocol:4} c{concurrency} {key:8}"
                               f" p50 {found['p50_ms'] * 1000:7.0f} us  {found['req_per_s']:8.1f}/s", flush=True)
     return results
+
+
+def cpu_per_request(cpu: measure.CpuMeter, load_generator_s: float, requests: int) -> Dict:
+    """Where a request's CPU went while perf_analyzer ran (its windows and the warm-up between):
+    µs per request by process, the load generator included, context switches per request, and how
+    many of the machine's cores were busy on average."""
+    labels = {"tritonserver": "tritonserver", "serve_nested.py": "serving process",
+              "triton_python_backend_stub": "BLS stub"}
+    cpu_us = {labels.get(label, label): row["cpu_s"] / requests * 1e6 for label, row in cpu.by_label.items()}
+    cpu_us["perf_analyzer"] = load_generator_s / requests * 1e6
+    switches = sum(row["switches"] for row in cpu.by_label.values()) / requests
+    busy = (sum(row["cpu_s"] for row in cpu.by_label.values()) + load_generator_s) / cpu.seconds
+    return {"requests": requests, "cpu_us": {k: round(v, 1) for k, v in cpu_us.items() if v >= 0.5},
+            "switches": round(switches, 1), "cores_busy": round(busy, 2)}
+
+
+def cpu_table(results: List[Dict], args) -> str:
+    """At c8, per request: the CPU each process spent, the context switches, and the part that is the
+    outer model's own (beyond what ``Inner`` alone costs, the same for every path); medians over rounds."""
+    columns = ("perf_analyzer", "tritonserver", "serving process", "BLS stub")
+    lines = ["| c8, per request (medians) | requests/s | cores busy (of " + str(os.cpu_count()) + ") | "
+             + " | ".join(f"{column} µs" for column in columns)
+             + " | all µs | beyond Inner alone µs | context switches |", "|---" * (len(columns) + 6) + "|"]
+    for size in args.sizes:
+        for protocol in args.protocols:
+            def median(key, pick):
+                values = [pick(r) for r in results if (r["size"], r["protocol"], r["concurrency"], r["path"])
+                          == (size, protocol, 8, key) and "cpu_us" in r]
+                return statistics.median(values) if values else float("nan")
+
+            alone = median("alone", lambda r: sum(r["cpu_us"].values()))
+            for key in MODELS:
+                total = median(key, lambda r: sum(r["cpu_us"].values()))
+                if math.isnan(total):
+                    continue
+                parts = [median(key, lambda r, column=column: r["cpu_us"].get(column, 0.0)) for column in columns]
+                beyond = "—" if key == "alone" else f"{total - alone:,.0f}"
+                lines.append(f"| {SIZES[size]}, {protocol}, {LABELS[key]} | {median(key, lambda r: r['req_per_s']):,.0f}"
+                             f" | {median(key, lambda r: r['cores_busy']):.2f} | "
+                             + " | ".join(f"{part:,.0f}" for part in parts)
+                             + f" | {total:,.0f} | {beyond} | {median(key, lambda r: r['switches']):.1f} |")
+    return "\n".join(lines)
 
 
 def table(results: List[Dict], args) -> str:
@@ -140,7 +189,7 @@ def main() -> None:
             results = measure_all(server, args)
         report = server.stop_report or {}
         leftovers = report.get("ports_in_use") or []
-    text = table(results, args)
+    text = table(results, args) + "\n\n" + cpu_table(results, args)
     print(text)
     args.output.write_text(json.dumps({"when": started, "python": sys.version.split()[0], "results": results,
                                        "table": text}, indent=1) + "\n")
