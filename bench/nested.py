@@ -14,7 +14,9 @@ each configuration, and each configuration is measured ``--rounds`` times (the m
 The table gives each number, the ratios to BLS with the goals of issue 41, the range of that ratio
 over the rounds (relay and BLS measured one shortly after the other in each: on a 2-core machine
 the rounds differ more than the two paths do), and for the latencies the share of BLS's nested
-hop (its p50 beyond Inner alone's) that the relay's takes.
+hop (its p50 beyond Inner alone's) that the relay's takes. A second table says where each c8
+request's CPU went: per process (perf_analyzer's own included), beyond what Inner alone costs,
+context switches, and how many cores were busy.
 
     make bench-nested                      # about 17 minutes
     make bench-nested ARGS="--rounds 1 --protocols grpc --sizes 16"
