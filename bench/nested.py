@@ -97,14 +97,12 @@ def cpu_per_request(cpu: measure.CpuMeter, load_generator_s: float, requests: in
     """Where a request's CPU went while perf_analyzer ran (its windows and the warm-up between):
     µs per request by process, the load generator included, context switches per request, and how
     many of the machine's cores were busy on average."""
-    labels = {"tritonserver": "tritonserver", "serve_nested.py": "serving process",
-              "triton_python_backend_stub": "BLS stub"}
-    cpu_us = {labels.get(label, label): row["cpu_s"] / requests * 1e6 for label, row in cpu.by_label.items()}
-    cpu_us["perf_analyzer"] = load_generator_s / requests * 1e6
-    switches = sum(row["switches"] for row in cpu.by_label.values()) / requests
-    busy = (sum(row["cpu_s"] for row in cpu.by_label.values()) + load_generator_s) / cpu.seconds
-    return {"requests": requests, "cpu_us": {k: round(v, 1) for k, v in cpu_us.items() if v >= 0.5},
-            "switches": round(switches, 1), "cores_busy": round(busy, 2)}
+    labels = {"serve_nested.py": "serving process", "triton_python_backend_stub": "BLS stub"}
+    cpu_us = {labels.get(label, label): spent for label, spent in cpu.per(requests).items() if spent >= 0.5}
+    cpu_us["perf_analyzer"] = round(load_generator_s / requests * 1e6, 1)
+    switches = sum(cpu.per(requests, "switches", scale=1).values())
+    busy = sum(cpu.share().values()) + load_generator_s / cpu.seconds
+    return {"requests": requests, "cpu_us": cpu_us, "switches": round(switches, 1), "cores_busy": round(busy, 2)}
 
 
 def cpu_table(results: List[Dict], args) -> str:
