@@ -252,6 +252,16 @@ bench-idle-polling: $(BENCH_STAMP) $(PERF_ANALYZER)
 bench-nested-split: $(BENCH_STAMP)
 	$(VENV_NUMPY1)/bin/python bench/nested_split.py $(ARGS)
 
+# Where each request's CPU goes, by process and kind of work (copies, page faults, the interpreter...),
+# for a nested call through the relay, BLS and the called model alone (bench/nested_profile.py): a
+# system-wide `perf record` while perf_analyzer drives each. 1 MiB over HTTP at c1 by default. Needs
+# root (perf sees every process); installs linux-perf. About 3 minutes.
+NEED_PERF := command -v perf >/dev/null || apt-get install -y linux-perf || (apt-get update && apt-get install -y linux-perf)
+.PHONY: bench-nested-profile
+bench-nested-profile: $(BENCH_STAMP) $(PERF_ANALYZER)
+	@$(NEED_PERF)
+	$(VENV_NUMPY1)/bin/python bench/nested_profile.py $(ARGS)
+
 # `pytriton_like tune` on callables whose best settings are known (bench/tune_known.py, docs/tuning.md): each
 # tuned with the default search, then its recommendation and its given settings served again to wrk (a
 # client of its own). About 12 minutes. ARGS="generator": tune's load generator against perf_analyzer
