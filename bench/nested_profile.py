@@ -83,7 +83,12 @@ def profile(server: servers.Server, key: str, args, data: pathlib.Path) -> Dict:
                                       shape=f"x:{args.size}", interval_ms=args.interval_ms)
     finally:
         recorder.send_signal(signal.SIGINT)
-        _, errors = recorder.communicate(timeout=60)
+        try:
+            _, errors = recorder.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+            recorder.communicate()
+            raise
     if recorder.returncode not in (0, -signal.SIGINT):
         raise measure.BenchError(f"perf record failed: {errors.decode(errors='replace')[-500:]}")
     requests = measure.model_stats(server.http_port, model)["requests"] - before
