@@ -255,7 +255,7 @@ bench-nested-split: $(BENCH_STAMP)
 # Where each request's CPU goes, by process and kind of work (copies, page faults, the interpreter...),
 # for a nested call through the relay, BLS and the called model alone (bench/nested_profile.py): a
 # system-wide `perf record` while perf_analyzer drives each. 1 MiB over HTTP at c1 by default. Needs
-# root (perf sees every process); installs linux-perf. About 3 minutes.
+# root (perf sees every process); installs linux-perf. About a minute.
 NEED_PERF := command -v perf >/dev/null || apt-get install -y linux-perf || (apt-get update && apt-get install -y linux-perf)
 .PHONY: bench-nested-profile
 bench-nested-profile: $(BENCH_STAMP) $(PERF_ANALYZER)

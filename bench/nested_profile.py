@@ -12,7 +12,7 @@ request. What the relay's path does beyond ``Inner`` alone, against what BLS's d
 nested call's time goes. It needs ``perf`` (Debian's linux-perf, which the target installs) and
 root, or ``kernel.perf_event_paranoid`` of -1. What the numbers show is in bench/README.md.
 
-    make bench-nested-profile                                # 1 MiB over HTTP at c1, 2 rounds: about 3 minutes
+    make bench-nested-profile                                # 1 MiB over HTTP at c1, 2 rounds: about a minute
     make bench-nested-profile ARGS="--size 16 --protocol grpc --concurrency 8"
 """
 
