@@ -23,7 +23,6 @@ import tempfile
 import time
 
 import nested
-import servers
 
 HERE = pathlib.Path(__file__).resolve().parent
 KNOB = pathlib.Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
@@ -47,8 +46,7 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-idle-polling-") as tmp:
         workdir = pathlib.Path(tmp)
-        server = servers.start_script(HERE / "serve_nested.py", [f"--repository={workdir / 'repository'}"], "nested",
-                                      "nested calls", workdir)
+        server = nested.start_server(workdir)
         with server:
             nested.check_answers(server, args.sizes)
             started = time.time()

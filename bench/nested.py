@@ -68,6 +68,12 @@ def check_answers(server: servers.Server, sizes: List[int]) -> None:
                         raise measure.BenchError(f"{model} answered wrongly over {lib.__name__}")
 
 
+def start_server(workdir: pathlib.Path) -> servers.Server:
+    """bench/serve_nested.py started on free loopback ports, its BLS model's repository in ``workdir``."""
+    return servers.start_script(HERE / "serve_nested.py", [f"--repository={workdir / 'repository'}"], "nested",
+                                "nested calls", workdir)
+
+
 def measure_all(server: servers.Server, args, rounds: Optional[range] = None) -> List[Dict]:
     """Each model's c1 and c8 numbers, for each of ``rounds`` (the round's number turns the models'
     order), size and protocol."""
@@ -181,8 +187,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-nested-") as tmp:
         workdir = pathlib.Path(tmp)
-        server = servers.start_script(HERE / "serve_nested.py", [f"--repository={workdir / 'repository'}"], "nested",
-                                      "nested calls", workdir)
+        server = start_server(workdir)
         with server:
             check_answers(server, args.sizes)
             started = time.time()

@@ -22,6 +22,7 @@ import json
 import pathlib
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,9 +102,7 @@ def profile(server: servers.Server, key: str, args, data: pathlib.Path) -> Dict:
 def table(results: List[Dict]) -> str:
     """Medians over the rounds, µs of CPU per request: each process and kind, all, and beyond ``Inner`` alone."""
     def median(key: str, pick) -> float:
-        values = sorted(pick(r) for r in results if r["path"] == key)
-        middle = len(values) // 2
-        return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+        return statistics.median(pick(r) for r in results if r["path"] == key)
 
     rows = sorted({row for r in results for row in r["cpu_us"]})
     totals = {key: median(key, lambda r: sum(r["cpu_us"].values())) for key in PATHS}
@@ -132,8 +131,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-nested-profile-") as tmp:
         workdir = pathlib.Path(tmp)
-        server = servers.start_script(HERE / "serve_nested.py", [f"--repository={workdir / 'repository'}"], "nested",
-                                      "nested calls", workdir)
+        server = nested.start_server(workdir)
         with server:
             nested.check_answers(server, [args.size])
             started = time.time()
@@ -145,6 +143,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                     results.append(found)
                     print(f"  round {round_index + 1} {key:6} p50 {found['p50_ms'] * 1000:7.0f} us"
                           f"  {sum(found['cpu_us'].values()):7.0f} us of CPU a request", flush=True)
+        leftovers = (server.stop_report or {}).get("ports_in_use") or []
     text = (f"{nested.SIZES[args.size]}, {args.protocol}, c{args.concurrency}, {args.rounds} rounds\n\n"
             + table(results))
     print(text)
@@ -152,6 +151,8 @@ def main(argv: Optional[List[str]] = None) -> None:
                                        "protocol": args.protocol, "concurrency": args.concurrency,
                                        "results": results, "table": text}, indent=1) + "\n")
     print(f"written {args.output}")
+    if leftovers:
+        raise SystemExit(f"ports still in use after the stop: {leftovers}")
 
 
 if __name__ == "__main__":
