@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -74,6 +74,12 @@ def start_server(workdir: pathlib.Path) -> servers.Server:
                                 "nested calls", workdir)
 
 
+def turned(keys: Sequence[str], round_index: int) -> List[str]:
+    """``keys`` in round ``round_index``'s order: turned by one each round, so no model always goes first."""
+    shift = round_index % len(keys)
+    return list(keys[shift:]) + list(keys[:shift])
+
+
 def measure_all(server: servers.Server, args, rounds: Optional[range] = None) -> List[Dict]:
     """Each model's c1 and c8 numbers, for each of ``rounds`` (the round's number turns the models'
     order), size and protocol."""
@@ -84,8 +90,7 @@ def measure_all(server: servers.Server, args, rounds: Optional[range] = None) ->
             for protocol in args.protocols:
                 port = server.grpc_port if protocol == "grpc" else server.http_port
                 for concurrency in (1, 8):
-                    order = keys[round_index % len(keys):] + keys[: round_index % len(keys)]
-                    for key in (key for key in order if key != "raw" or size in RAW_SIZES):
+                    for key in (key for key in turned(keys, round_index) if key != "raw" or size in RAW_SIZES):
                         before = measure.model_stats(server.http_port, MODELS[key])
                         with measure.CpuMeter(server.tree.refresh) as cpu:
                             found = measure.perf_analyzer(protocol, port, concurrency=concurrency, model=MODELS[key],

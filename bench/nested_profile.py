@@ -136,8 +136,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             nested.check_answers(server, [args.size])
             started = time.time()
             for round_index in range(args.rounds):
-                order = PATHS[round_index % len(PATHS):] + PATHS[:round_index % len(PATHS)]
-                for key in order:
+                for key in nested.turned(PATHS, round_index):
                     found = profile(server, key, args, workdir / f"{key}-{round_index}.data")
                     found["round"] = round_index
                     results.append(found)
