@@ -281,7 +281,7 @@ def test_callable_error_is_an_inference_server_error_with_its_message(open_clien
 
 
 def test_unknown_model_is_unavailable(open_client):
-    with open_client("Nope", init_timeout_s=2) as client:
+    with open_client("Nope", init_timeout_s=0.5) as client:
         with pytest.raises(PyTritonClientModelUnavailableError, match="'Nope'"):
             client.infer_sample(np.ones(2, np.float32))
 
