@@ -318,6 +318,7 @@ class ServerRun:
                 self.models.control if self.models is not None else None,
                 self._bindings.names(),
                 busy=self._bindings.models.busy,
+                idle=self._bindings.models.idle,
                 exit_timeout_s=self._config.exit_timeout_secs or DEFAULT_EXIT_TIMEOUT_S,
                 # Now, with no callable running: open HTTP connections would hold up the server's
                 # stop, and the asyncio clients close in the worker processes' loops, which stop below.

@@ -209,7 +209,10 @@ class ServerProcess:
         # Its last lines (why it exited) may still be in the pipe: read them before saying it
         # exited. Only a little while: stubs still running keep the pipe open.
         pump.join(_DRAIN_TIMEOUT_S)
-        logger.info("tritonserver (pid %d) %s", self._process.pid, describe_exit(self.returncode))
+        ended = describe_exit(self.returncode)
+        if self._stopped and self.returncode == -signal.SIGKILL:
+            ended = "killed by its stop (it had not exited by itself)"
+        logger.info("tritonserver (pid %d) %s", self._process.pid, ended)
         self._set_state(ServerState.EXITED)
         self._say_exited()
 

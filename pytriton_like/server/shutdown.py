@@ -26,7 +26,10 @@ DEFAULT_EXIT_TIMEOUT_S = 30
 # (it takes about 1 s).
 _GRACE_AFTER_UNLOAD_S = 3
 # While models unload: how long our relay servers must sit idle before the stop no longer waits
-# for Triton to finish the unload.
+# for Triton to finish the unload: where only bound models are left (with no batch in flight they
+# have nothing left to finish; Triton's unload returns once they are done), and where a model of
+# the user's repository is left too (a Python backend's stub may take seconds to end).
+_IDLE_BEFORE_GIVING_UP_BOUND_S = 1
 _IDLE_BEFORE_GIVING_UP_S = 3
 
 
@@ -35,6 +38,7 @@ def stop_server(
     control: Optional[ServerControl],
     names: Sequence[str],
     busy: Callable[[], bool],
+    idle: Callable[[str], bool],
     exit_timeout_s: float,
     unloaded_hook: Callable[[], None],
 ) -> None:
@@ -44,15 +48,18 @@ def stop_server(
         control: the server's control calls; ``None`` without the HTTP endpoint (no unload then).
         names: the models of this ``Triton``, those that use others first (ensembles).
         busy: whether a batch is in flight in our relay servers.
+        idle: whether a model is bound (has relay servers) and none of them handles a batch.
         exit_timeout_s: how long in-flight requests may take to finish.
         unloaded_hook: called between the unload and the stop (with no callable running).
     """
     regions = set(server.stub_regions())  # Python-backend stubs of the user's repository models
-    unloaded = control is not None and server.returncode is None
-    if unloaded:
-        _unload_models(control, names, busy, exit_timeout_s)
+    unloading = control is not None and server.returncode is None
+    unloaded = unloading and _unload_models(control, names, busy, idle, exit_timeout_s)
     unloaded_hook()
-    if unloaded:
+    if unloading and not unloaded:
+        # Triton's own stop would wait for the models it still holds, up to its exit timeout.
+        server.stop(timeout_s=0)
+    elif unloaded:
         if not server.stop(timeout_s=_GRACE_AFTER_UNLOAD_S):
             # tritonserver 2.51's gRPC shutdown joins an executor thread that can sit in a
             # poll for seconds after large gRPC requests (tens of MiB); nothing is left to lose.
@@ -62,8 +69,13 @@ def stop_server(
     _remove_regions(regions)
 
 
-def _unload_models(control: ServerControl, names: Sequence[str], busy: Callable[[], bool], timeout_s: float) -> None:
-    """Unload every model (bound or not) and wait (up to ``timeout_s``) until they are unloaded."""
+def _unload_models(
+    control: ServerControl, names: Sequence[str], busy: Callable[[], bool], idle: Callable[[str], bool], timeout_s: float
+) -> bool:
+    """Unload every model (bound or not) and wait (up to ``timeout_s``) until they are unloaded.
+
+    Returns whether they unloaded (False: the wait gave up on one Triton holds).
+    """
     names = list(names)
     try:
         loaded = [entry["name"] for entry in control.repository_index() if entry.get("state")]
@@ -76,40 +88,53 @@ def _unload_models(control: ServerControl, names: Sequence[str], busy: Callable[
             control.unload(name, timeout_s)
         except ControlError as exc:
             logger.warning("unloading model %s: %s", name, exc)
-    _wait_unloaded(control, names + sorted(set(loaded) - set(names)), busy, timeout_s)
+    return _wait_unloaded(control, names + sorted(set(loaded) - set(names)), busy, idle, timeout_s)
 
 
-def _wait_unloaded(control: ServerControl, names: List[str], busy: Callable[[], bool], timeout_s: float) -> None:
+def _wait_unloaded(
+    control: ServerControl, names: List[str], busy: Callable[[], bool], idle: Callable[[str], bool], timeout_s: float
+) -> bool:
     """Wait for the models to unload, up to ``timeout_s``, or until our relay servers sat idle a while.
 
-    Triton 2.51 can keep a decoupled model UNLOADING for good after a gRPC stream was cancelled
-    as its last response went out, although every request got its final response; once no
-    batch is in flight in our relay servers, nothing is lost by not waiting for it.
+    Triton 2.51 keeps a decoupled model UNLOADING for good after a gRPC stream of it was
+    cancelled by its client, although every request got its final response; once no batch is in
+    flight in our relay servers, nothing is lost by not waiting for it.
+
+    Returns whether the models unloaded (False: the wait gave up).
     """
     idle_since: List[float] = []
+    gave_up: List[str] = []
 
     def done() -> bool:
         try:
-            if not control.loaded(names):
-                return True
+            left = control.loaded(names)
         except ControlError as exc:
             logger.warning("reading the repository index: %s", exc)
+            return True
+        if not left:
             return True
         now = time.monotonic()
         if busy():
             idle_since.clear()
-        elif not idle_since:
+            return False
+        if not idle_since:
             idle_since.append(now)
-        elif now - idle_since[0] >= _IDLE_BEFORE_GIVING_UP_S:
-            logger.warning(
-                "tritonserver has not finished unloading although no request is in flight for %.0f s;"
-                " stopping it", _IDLE_BEFORE_GIVING_UP_S,
-            )
-            return True
-        return False
+        bound = all(idle(name) for name in left)
+        patience = _IDLE_BEFORE_GIVING_UP_BOUND_S if bound else _IDLE_BEFORE_GIVING_UP_S
+        if now - idle_since[0] < patience:
+            return False
+        logger.warning(
+            "tritonserver has not finished unloading %s although no request is in flight for %.0f s%s; stopping it",
+            ", ".join(left), patience,
+            " (a gRPC stream its client cancelled holds a decoupled model: docs/known_issues.md)" if bound else "",
+        )
+        gave_up.extend(left)
+        return True
 
     if not poll(done, timeout_s):
         logger.warning("a model did not unload within %.0f s (a callable still running?)", timeout_s)
+        return False
+    return not gave_up
 
 
 def _remove_regions(names: Iterable[str]) -> None:
