@@ -67,8 +67,8 @@ class Serving:
                             break
                     if self._stops.drain:
                         self._drain()
-                except SignalWhileStarting as exc:
-                    self._console.say("%s; stopping", exc)
+                except SignalWhileStarting:
+                    pass  # the handler said so, and run() stopped what it had started
         finally:
             self.stop()
             self._console.printing = False

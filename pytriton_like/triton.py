@@ -245,6 +245,7 @@ class Triton(Binder, ModelManagement, Serving):
                 self._run.start(load_polled=self._load_polled, unload_polled=self._unload_polled)
             except BaseException:
                 self._shutdown()
+                self._run = None  # nothing is left to stop; run() may be called again
                 raise
             self._state = TritonState.RUNNING
             _live.add(self)
@@ -347,7 +348,8 @@ class Triton(Binder, ModelManagement, Serving):
                 if port is not None:
                     remove_token(port)
         unlink_segments(os.getpid(), f"t{self._id}m")
-        self._console.say("stopped")
+        if self._run is not None:
+            self._console.say("stopped")
 
 
 @atexit.register

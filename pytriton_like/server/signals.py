@@ -63,6 +63,7 @@ class StopRequests:
             return
         if not running:
             self.requested.set()
+            self._console.say("received %s while starting; stopping", name)
             raise SignalWhileStarting(f"received {name} while starting")
         if self.requested.is_set():
             logger.info("received %s; stopping without waiting", name)

@@ -1,6 +1,7 @@
 """Starting, stopping and failing: what users see from the Triton object."""
 
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from pytriton_like.client import ModelClient
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonServerError, PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton, TritonConfig
@@ -46,6 +48,21 @@ def test_port_in_use_is_named_in_the_error():
         with pytest.raises(PyTritonServerError, match=f"HTTP port {config.http_port} is already in use"):
             with Triton(config=config) as second:
                 second.run()
+
+
+def test_a_run_that_failed_can_be_made_again():
+    config = free_config()
+    triton = Triton(config=config)
+    triton.bind(model_name="Identity", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+    with socket.create_server(("0.0.0.0", config.http_port)):
+        with pytest.raises(PyTritonServerError, match="in use"):
+            triton.run()
+    triton.run()  # the port is free again
+    try:
+        with ModelClient(f"http://127.0.0.1:{config.http_port}", "Identity") as client:
+            np.testing.assert_array_equal(client.infer_sample(np.ones(2, np.float32))["y"], [1, 1])
+    finally:
+        assert triton.stop() is True
 
 
 def test_two_endpoints_on_one_port_are_refused_before_start():
@@ -117,52 +134,70 @@ def test_serve_from_another_thread_stops_with_stop():
 SERVE_SCRIPT = textwrap.dedent(
     """
     import sys
+    import time
     import numpy as np
-    from pytriton_like.model_config import Tensor
+    from pytriton_like.model_config import ModelConfig, ModelWarmup, Tensor, WarmupInput
     from pytriton_like.triton import Triton, TritonConfig
 
     config = TritonConfig(http_port=int(sys.argv[1]), grpc_port=int(sys.argv[2]), metrics_port=int(sys.argv[3]))
+    slow_start = sys.argv[4:] == ["slow-start"]  # the warm-up (before Triton loads the model) sleeps
+
+    def identity(requests):
+        if slow_start:
+            time.sleep(60)
+        return [{"y": r["x"]} for r in requests]
+
+    warmup = ModelWarmup(name="slow", batch_size=1, count=1, inputs={"x": WarmupInput(np.float32, (1,), zero_data=True)})
     # Without `with`, serve() starts the server (in a `with` block it starts at entering, as in
     # PyTriton, and a signal before serve() gets Python's default handling): serve()'s handlers
     # then cover the start too.
     triton = Triton(config=config)
-    triton.bind(model_name="Identity", infer_func=lambda requests: [{"y": r["x"]} for r in requests],
-                inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
-                outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))])
+    triton.bind(model_name="Identity", infer_func=identity, inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
+                outputs=[Tensor(name="y", dtype=np.float32, shape=(-1,))],
+                config=ModelConfig(model_warmup=[warmup] if slow_start else []))
+    print("STARTING", flush=True)
     triton.serve()
     print("STOPPED", flush=True)
     """
 )
 
 
-def signal_serving_script(signum, when):
-    """Run SERVE_SCRIPT, send it ``signum`` once ``when(ports, process)`` returns; it must exit cleanly."""
+def signal_serving_script(signum, when, *args):
+    """Run SERVE_SCRIPT (with ``args``), send it ``signum`` once ``when(ports, process)`` returns; it must exit
+    cleanly. Returns what it printed on stderr."""
     ports = free_ports(3)
-    script = SERVE_SCRIPT.replace("\ntriton.serve()", "\nprint('STARTING', flush=True)\ntriton.serve()")
     with subprocess.Popen(
-        [sys.executable, "-c", script, *map(str, ports)], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", SERVE_SCRIPT, *map(str, ports), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     ) as process:
         try:
             assert process.stdout.readline() == "STARTING\n"
             when(ports, process)
             process.send_signal(signum)
-            output, _ = process.communicate(timeout=60)
+            output, errors = process.communicate(timeout=60)
         finally:
             if process.poll() is None:
                 process.kill()
-    assert process.returncode == 0
+    assert process.returncode == 0, errors
     assert "STOPPED" in output
     assert not any(port_listening(port) for port in ports)
+    return errors
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_cleanly_on_signal(signum):
-    signal_serving_script(signum, when=lambda ports, process: wait_until_ready(ports[0], process))
+    errors = signal_serving_script(signum, lambda ports, process: wait_until_ready(ports[0], process))
+    assert errors.endswith(f"pytriton_like: received {signal.Signals(signum).name}; stopping\n"
+                           + ("pytriton_like: draining: serving what comes for 5.0 s before stopping (a second signal"
+                              " stops at once)\n" if signum == signal.SIGTERM else "")
+                           + "pytriton_like: stopped\n"), errors
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_starting_cuts_the_start_short_cleanly(signum):
-    signal_serving_script(signum, when=lambda ports, process: time.sleep(0.3))  # inside run(): starting
+    errors = signal_serving_script(signum, lambda ports, process: time.sleep(0.3), "slow-start")
+    assert errors == (f"pytriton_like: received {signal.Signals(signum).name} while starting; stopping\n"
+                      "pytriton_like: stopped\n")  # said once, and never "serving"
 
 
 def wait_until_ready(http_port, process, timeout_s=120):
