@@ -172,8 +172,9 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
     TRITONBACKEND_Request* request = requests[i];
     bool cancelled = false;
     relay_check(TRITONBACKEND_RequestIsCancelled(request, &cancelled), __LINE__);
-    if (cancelled) { /* a stream its client cancelled gets nothing (stream_cancelled, responses.h) */
-      if (!settings->decoupled) respond_error(request, TRITONSERVER_ERROR_CANCELLED, "the request was cancelled");
+    if (cancelled) { /* a stream its client cancelled gets nothing (stream_silenced, responses.h) */
+      if (!settings->decoupled || calls_made(request))
+        respond_error(request, TRITONSERVER_ERROR_CANCELLED, "the request was cancelled");
       finish_request(inst, request, 0, exec_start, exec_start, exec_start);
       continue;
     }

@@ -2,12 +2,46 @@
  * whose inputs are the caller's bytes where they lie (no copy), handed to Triton; its responses are
  * call_reply.c's. The call ends when Triton gave its request back and sent its last response. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "call_conn.h"
+#include "calls.h"
 #include "log.h"
+
+/* The calls whose requests Triton holds (calls_made): few at a time, linked by made_next. */
+static pthread_mutex_t made_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nested_call* made;
+
+static void made_add(struct nested_call* call, TRITONSERVER_InferenceRequest* request) {
+  pthread_mutex_lock(&made_lock);
+  call->made = request;
+  call->made_next = made;
+  made = call;
+  pthread_mutex_unlock(&made_lock);
+}
+
+static void made_remove(struct nested_call* call) {
+  pthread_mutex_lock(&made_lock);
+  for (struct nested_call** at = &made; *at != NULL; at = &(*at)->made_next) {
+    if (*at == call) {
+      *at = call->made_next;
+      break;
+    }
+  }
+  call->made = NULL;
+  pthread_mutex_unlock(&made_lock);
+}
+
+int calls_made(const void* request) {
+  pthread_mutex_lock(&made_lock);
+  const struct nested_call* call = made;
+  while (call != NULL && call->made != request) call = call->made_next;
+  pthread_mutex_unlock(&made_lock);
+  return call != NULL;
+}
 
 static TRITONSERVER_Error* out_of_memory(void) {
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory in a nested call");
@@ -103,6 +137,7 @@ static void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t fl
     if (call->reply.len) send_reply(call, 1);
   }
   pthread_mutex_unlock(&conn->lock);
+  made_remove(call); /* before Triton may reuse its address */
   relay_check(TRITONSERVER_InferenceRequestDelete(request), __LINE__);
   if (done) call_free(call);
 }
@@ -148,8 +183,10 @@ TRITONSERVER_Error* call_start(struct nested_call* call, TRITONSERVER_Server* se
     pthread_mutex_lock(&conn->lock);
     call->request = request; /* before Triton may answer it */
     pthread_mutex_unlock(&conn->lock);
+    made_add(call, request);
     error = TRITONSERVER_ServerInferAsync(server, request, NULL);
     if (error != NULL) {
+      made_remove(call);
       pthread_mutex_lock(&conn->lock);
       call->request = NULL;
       pthread_mutex_unlock(&conn->lock);

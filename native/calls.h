@@ -22,6 +22,11 @@
 int calls_start(const char* path, const char* token, char* message, size_t message_len);
 /* The server the calls run in (TRITONBACKEND_ModelServer: known once a model loads). */
 void calls_set_server(TRITONSERVER_Server* server);
+/* Whether a request a backend instance was handed is a nested call's. Triton hands a backend the
+ * very request a caller made (TRITONBACKEND_Request and TRITONSERVER_InferenceRequest are one
+ * InferenceRequest in Triton's core). A nested call's stream left early ends with its end, which
+ * its caller waits for; a network client's gets nothing more (stream_silenced, responses.h). */
+int calls_made(const void* request);
 /* Stops listening and ends every connection (their calls are cancelled); returns once the
  * calls still in Triton's hands are done. */
 void calls_stop(void);

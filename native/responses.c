@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "calls.h"
 #include "clock.h"
 #include "instance.h"
 #include "log.h"
@@ -129,6 +130,9 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
     wire_next_response(cursor, &record);
     bool cancelled = false;
     if (slot->open[i]) relay_check(TRITONBACKEND_ResponseFactoryIsCancelled(slot->factories[i], &cancelled), __LINE__);
+    if (cancelled && calls_made(slot->requests[i])) /* a nested call's stream left early: its end, now */
+      relay_check(TRITONBACKEND_ResponseFactorySendFlags(slot->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL),
+                  __LINE__);
     TRITONBACKEND_Response* response = NULL;
     if (!slot->open[i] || cancelled ||
         relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__)) {
@@ -136,8 +140,7 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
         struct wire_tensor skipped;
         wire_next_tensor(cursor, &skipped);
       }
-      /* a stream its client cancelled gets nothing more, not even its end: tritonserver 2.51's gRPC
-       * front end can abort on any response to a cancelled stream (stream_cancelled, responses.h) */
+      /* a stream its client cancelled gets nothing more (stream_silenced, responses.h) */
       slot->open[i] = 0;
       continue;
     }
@@ -157,7 +160,7 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
   metrics_add(inst->metrics, METRIC_CALLABLE_US, (double)(header->value / 1000));
   uint64_t end = now_ns();
   for (uint32_t i = 0; i < slot->count; i++) {
-    if (slot->open[i] && !stream_cancelled(slot->factories[i]))
+    if (slot->open[i] && !stream_silenced(slot->requests[i], slot->factories[i]))
       relay_check(TRITONBACKEND_ResponseFactorySendFlags(slot->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL),
                   __LINE__);
     relay_check(TRITONBACKEND_ResponseFactoryDelete(slot->factories[i]), __LINE__);
@@ -169,8 +172,8 @@ int stream_result(struct instance_state* inst, struct slot* slot, const struct w
   return 1;
 }
 
-int stream_cancelled(TRITONBACKEND_ResponseFactory* factory) {
+int stream_silenced(TRITONBACKEND_Request* request, TRITONBACKEND_ResponseFactory* factory) {
   bool cancelled = false;
   relay_check(TRITONBACKEND_ResponseFactoryIsCancelled(factory, &cancelled), __LINE__);
-  return cancelled;
+  return cancelled && !calls_made(request);
 }

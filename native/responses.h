@@ -26,10 +26,11 @@ void batch_result(struct instance_state* inst, struct slot* slot, const struct w
 int stream_result(struct instance_state* inst, struct slot* slot, const struct wire_header* header,
                   struct wire_cursor* cursor);
 
-/* Whether the client cancelled a stream. Such a stream is sent nothing more, not even its end:
- * tritonserver 2.51's gRPC front end can abort (SIGABRT, SIGSEGV) on a response to a stream its
- * client cancelled (fixed in later Triton: server PRs #7325, #7840, #8078, #8220). Triton keeps
- * about 40 KB per stream so left until it is restarted (docs/reliability.md). */
-int stream_cancelled(TRITONBACKEND_ResponseFactory* factory);
+/* Whether a stream gets nothing more, not even its end: its client cancelled it, and it is not a
+ * nested call's (calls_made, whose caller waits for the end). tritonserver 2.51's gRPC front end can
+ * abort (SIGABRT, SIGSEGV) on a response to a stream its client cancelled (fixed in later Triton:
+ * server PRs #7325, #7840, #8078, #8220). Triton keeps about 40 KB per stream so left until it is
+ * restarted (docs/reliability.md). */
+int stream_silenced(TRITONBACKEND_Request* request, TRITONBACKEND_ResponseFactory* factory);
 
 #endif

@@ -71,7 +71,7 @@ void fail_slot(struct instance_state* inst, struct slot* slot, TRITONSERVER_Erro
   for (uint32_t i = 0; i < slot->count; i++) {
     if (decoupled) {
       if (slot->factories[i] == NULL) continue; /* its stream ended, and its request was released with it */
-      if (slot->open[i] && !stream_cancelled(slot->factories[i])) {
+      if (slot->open[i] && !stream_silenced(slot->requests[i], slot->factories[i])) {
         TRITONBACKEND_Response* response;
         if (!relay_check(TRITONBACKEND_ResponseNewFromFactory(&response, slot->factories[i]), __LINE__))
           send_error_response(response, code, message);
