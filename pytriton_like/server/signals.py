@@ -57,7 +57,7 @@ class StopRequests:
         name = signal.Signals(signum).name
         if signum == signal.SIGTERM and starting and not self.requested.is_set() and answering:
             # the start finishes, then the drain
-            logger.info("received SIGTERM as the start ends; stopping")
+            self._console.say("received SIGTERM as the start ends; stopping")
             self.drain = True
             self.requested.set()
             return

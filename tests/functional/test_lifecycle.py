@@ -163,8 +163,8 @@ SERVE_SCRIPT = textwrap.dedent(
 
 
 def signal_serving_script(signum, when, *args):
-    """Run SERVE_SCRIPT (with ``args``), send it ``signum`` once ``when(ports, process)`` returns; it must exit
-    cleanly. Returns what it printed on stderr."""
+    """Run SERVE_SCRIPT (with ``args``), send it ``signum`` once ``when(process)`` returns what it read of
+    its stderr; it must exit cleanly. Returns what it printed on stderr."""
     ports = free_ports(3)
     with subprocess.Popen(
         [sys.executable, "-c", SERVE_SCRIPT, *map(str, ports), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -172,22 +172,33 @@ def signal_serving_script(signum, when, *args):
     ) as process:
         try:
             assert process.stdout.readline() == "STARTING\n"
-            when(ports, process)
+            read = when(process)
             process.send_signal(signum)
             output, errors = process.communicate(timeout=60)
         finally:
             if process.poll() is None:
                 process.kill()
-    assert process.returncode == 0, errors
+    assert process.returncode == 0, read + errors
     assert "STOPPED" in output
     assert not any(port_listening(port) for port in ports)
-    return errors
+    return read + errors
+
+
+def until_serving(process):
+    """Read the process's stderr up to serve()'s line saying that it serves; returns what it read."""
+    lines = []
+    while not lines or not lines[-1].startswith("pytriton_like: serving;"):
+        line = process.stderr.readline()
+        assert line, f"it exited before serving: {''.join(lines)}"
+        lines.append(line)
+    return "".join(lines)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_cleanly_on_signal(signum):
-    errors = signal_serving_script(signum, lambda ports, process: wait_until_ready(ports[0], process))
-    assert errors.endswith(f"pytriton_like: received {signal.Signals(signum).name}; stopping\n"
+    errors = signal_serving_script(signum, until_serving)
+    assert errors.endswith(f"pytriton_like: serving; press CTRL+C to stop\n"
+                           f"pytriton_like: received {signal.Signals(signum).name}; stopping\n"
                            + ("pytriton_like: draining: serving what comes for 5.0 s before stopping (a second signal"
                               " stops at once)\n" if signum == signal.SIGTERM else "")
                            + "pytriton_like: stopped\n"), errors
@@ -195,25 +206,9 @@ def test_serve_stops_cleanly_on_signal(signum):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_starting_cuts_the_start_short_cleanly(signum):
-    errors = signal_serving_script(signum, lambda ports, process: time.sleep(0.3), "slow-start")
+    errors = signal_serving_script(signum, lambda process: time.sleep(0.3) or "", "slow-start")
     assert errors == (f"pytriton_like: received {signal.Signals(signum).name} while starting; stopping\n"
                       "pytriton_like: stopped\n")  # said once, and never "serving"
-
-
-def wait_until_ready(http_port, process, timeout_s=120):
-    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                if client.is_server_ready():
-                    return
-            except Exception:  # noqa: BLE001 - not listening yet
-                pass
-            time.sleep(0.1)
-    finally:
-        client.close()
-    raise AssertionError(f"server on port {http_port} not ready within {timeout_s} s")
 
 
 def test_run_twice_is_harmless_and_models_report_ready():
