@@ -13,12 +13,13 @@ import signal
 import stat
 import threading
 import time
+import urllib.request
 
 import numpy as np
 import psutil
 import pytest
 
-from pytriton_like.client import ModelClient
+from pytriton_like.client import DecoupledModelClient, ModelClient
 from pytriton_like.client.exceptions import PyTritonClientError
 from pytriton_like.decorators import batch, triton_context
 from pytriton_like.model_config import EnsembleStep, ModelConfig, SequenceBatcher, Tensor
@@ -38,6 +39,9 @@ SLOW_RUNS = []  # the tags of the requests Slow ran (it runs in this process)
 TICKER_ENDS = []  # when each of Ticker's streams ended, and after how many pieces (it runs in this process)
 TICKS, TICK_S = 200, 0.02
 NESTED_ERRORS = []  # (when, error text) of the nested calls that failed in Call (in this process)
+HELD_RUNS = []  # the tags of the requests Held ran (it runs in this process)
+HELD_RELEASE = threading.Event()  # what Held's streams wait for
+HELD_STREAMS = 64  # streams in flight an instance of a decoupled model takes (native/instance.c)
 
 
 def inner(requests):
@@ -70,6 +74,13 @@ def ticker(requests):
             time.sleep(TICK_S)
     finally:
         TICKER_ENDS.append((time.monotonic(), sent))
+
+
+def held(requests):
+    """A stream of one response, sent once HELD_RELEASE is set."""
+    HELD_RUNS.extend(request.parameters.get("tag", "") for request in requests)
+    HELD_RELEASE.wait(30)
+    yield [{"y": request["x"]} for request in requests]
 
 
 def slow(requests):
@@ -175,6 +186,7 @@ def bind_models(triton):
     triton.bind("Counter", counter, FLOATS, Y, config=ModelConfig(max_batch_size=16, decoupled=True))
     triton.bind("Ticker", ticker, FLOATS, Y, config=ModelConfig(max_batch_size=16, decoupled=True))
     triton.bind("Slow", slow, FLOATS, Y, config=ModelConfig(max_batch_size=1))
+    triton.bind("Held", held, FLOATS, Y, config=ModelConfig(max_batch_size=1, decoupled=True))
     triton.bind("Sum", RunningSum(), FLOATS, Y,
                 config=ModelConfig(max_batch_size=4, sequence_batcher=SequenceBatcher(max_sequence_idle_microseconds=60_000_000)))
     triton.bind_ensemble(
@@ -345,6 +357,49 @@ def test_a_timed_out_call_is_withdrawn_and_the_deadlock_message_stays(server):
     assert error.startswith("PyTritonClientTimeoutError: model 'Call' called model 'Slow' and got no answer in time")
     assert "did not finish within 0.3 s" in error and "in a cycle (Call -> Slow -> ... -> Call)" in error
     assert SLOW_RUNS == ["first", "after"]
+
+
+def test_a_timed_out_call_of_a_decoupled_model_is_withdrawn_and_leaves_nothing_behind(server):
+    """The call waits in Triton's queue behind streams that take every slot of Held's instance: once
+    withdrawn it never runs, and when the slots free the backend ends it, so that tritonserver
+    frees the call (without that end it kept the call's connection until the stop)."""
+    triton, config = server
+    process = psutil.Process(triton._server.pid)  # noqa: SLF001 - the process to look into
+    assert ask(config, "Call", X[:1], target="Inner")[1] == ""
+    descriptors = process.num_fds()
+    HELD_RUNS.clear()
+    HELD_RELEASE.clear()
+    answers = []
+
+    def hold():
+        with DecoupledModelClient(url_of(config, "grpc"), "Held", inference_timeout_s=60) as client:
+            answers.extend(response["y"] for response in client.infer_batch(x=X[:1], parameters={"tag": "hold"}))
+
+    holders = [threading.Thread(target=hold) for _ in range(HELD_STREAMS)]
+    try:
+        for holder in holders:
+            holder.start()
+        assert _wait(lambda: _held_requests(config) == HELD_STREAMS, 10), _held_requests(config)
+        _, error = ask(config, "Call", X[:1], target="Held", mode="stream", wait_s=0.3, fwd_tag="nested")
+    finally:
+        HELD_RELEASE.set()
+        for holder in holders:
+            holder.join(30)
+    assert error.startswith("PyTritonClientTimeoutError: model 'Call' called model 'Held' and got no answer in time")
+    assert len(answers) == HELD_STREAMS
+    y, error = ask(config, "Call", X[:1], target="Held", mode="stream", fwd_tag="after")
+    assert error == "" and np.array_equal(y, X[:1])
+    assert HELD_RUNS == ["hold"] * HELD_STREAMS + ["after"]
+    assert _wait(lambda: process.num_fds() <= descriptors, 5), (process.num_fds(), descriptors)
+
+
+def _held_requests(config):
+    """The requests of Held the backend has handed to the callable (its metric)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{config.metrics_port}/metrics", timeout=5) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith('pytriton_like_requests{model="Held"'):
+                return float(line.split()[-1])
+    return 0.0
 
 
 def test_a_model_unloaded_during_calls_and_after_ends_them_at_once(server):
