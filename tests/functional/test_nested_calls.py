@@ -66,9 +66,11 @@ def counter(requests):
 
 
 def ticker(requests):
-    """A long stream: TICKS pieces, TICK_S apart; records when it ended (its generator closed)."""
+    """A long stream: TICKS pieces, TICK_S apart, the first after the "delay" parameter (0 s by
+    default); records when it ended (its generator closed)."""
     sent = 0
     try:
+        time.sleep(float(requests[0].parameters.get("delay", 0)))
         for sent in range(1, TICKS + 1):
             yield [{"y": request["x"] + np.float32(sent)} for request in requests]
             time.sleep(TICK_S)
@@ -357,6 +359,17 @@ def test_a_timed_out_call_is_withdrawn_and_the_deadlock_message_stays(server):
     assert error.startswith("PyTritonClientTimeoutError: model 'Call' called model 'Slow' and got no answer in time")
     assert "did not finish within 0.3 s" in error and "in a cycle (Call -> Slow -> ... -> Call)" in error
     assert SLOW_RUNS == ["first", "after"]
+
+
+def test_a_timed_out_call_of_a_running_stream_stops_it_at_its_next_response(server):
+    _, config = server
+    TICKER_ENDS.clear()
+    _, error = ask(config, "Call", X, target="Ticker", mode="stream", wait_s=0.3, fwd_delay=0.6)
+    timed_out = time.monotonic()
+    assert error.startswith("PyTritonClientTimeoutError: model 'Call' called model 'Ticker' and got no answer in time")
+    assert _wait(lambda: TICKER_ENDS, TICKS * TICK_S), "the called model's stream did not end"
+    ended, sent = TICKER_ENDS[0]
+    assert sent < TICKS // 10 and ended - timed_out < 1.0  # it stopped, well before its 200 pieces (4 s)
 
 
 def test_a_timed_out_call_of_a_decoupled_model_is_withdrawn_and_leaves_nothing_behind(server):
