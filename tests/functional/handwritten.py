@@ -36,6 +36,36 @@ MODEL_PY = textwrap.dedent(
     '''
 )
 
+# A decoupled model: per request, the "n" parameter's pieces (3 by default) x, x + 1, ..., 20 ms apart,
+# until its stream is cancelled, then the end alone; it appends the pieces it sent to {sent_log}.
+STREAMING_MODEL_PY = textwrap.dedent(
+    '''
+    import json
+    import time
+
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            for request in requests:
+                sender = request.get_response_sender()
+                x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
+                sent = 0
+                for step in range(int(json.loads(request.parameters()).get("n", 3))):
+                    if sender.is_cancelled():
+                        break
+                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("y", x + np.float32(step))]))
+                    sent += 1
+                    time.sleep(0.02)
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                with open({sent_log!r}, "a") as log:
+                    log.write(f"{{sent}}\\n")
+            return None
+    '''
+)
+
 # A model of one input x and one output y: what runs it (`runs`) and the rest (`more`) vary.
 CONFIG_PBTXT = textwrap.dedent(
     """\
@@ -63,6 +93,16 @@ def write_model(root: pathlib.Path, name: str, factor: float, version: int = 1, 
         config = CONFIG_PBTXT.format(name=name, runs='backend: "python"', more=INSTANCES)
     (folder / "config.pbtxt").write_text(config)
     (folder / str(version) / "model.py").write_text(MODEL_PY.format(factor=factor))
+    return folder
+
+
+def write_streaming_model(root: pathlib.Path, name: str, sent_log: pathlib.Path) -> pathlib.Path:
+    """Write ``root/name``: a decoupled model streaming pieces (STREAMING_MODEL_PY) that logs to ``sent_log``."""
+    folder = root / name
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    more = f"{INSTANCES}\nmodel_transaction_policy {{ decoupled: true }}"
+    (folder / "config.pbtxt").write_text(CONFIG_PBTXT.format(name=name, runs='backend: "python"', more=more))
+    (folder / "1" / "model.py").write_text(STREAMING_MODEL_PY.format(sent_log=str(sent_log)))
     return folder
 
 

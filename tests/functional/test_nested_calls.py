@@ -28,7 +28,7 @@ from pytriton_like.relay.transport import UNIX_SCHEME
 from pytriton_like.triton import Triton, TritonSecurityConfig
 
 from .conftest import checked_for_leaks, free_config, url_of
-from .handwritten import needs_numpy1, write_model
+from .handwritten import needs_numpy1, write_model, write_streaming_model
 
 FLOATS = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 Y = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -255,14 +255,27 @@ def test_a_sequence_keeps_its_state_across_nested_calls(server, caller):
 
 
 @needs_numpy1
-def test_a_model_of_the_users_repository_is_called(tmp_path):
-    config = free_config(model_repository=tmp_path)
-    write_model(tmp_path, "Tripled", 3.0)
+def test_models_of_the_users_repository_are_called_and_streamed(tmp_path):
+    """Python-backend models: one answering, one decoupled, whose stream left early is cancelled in
+    Triton's core, so that it stops and sends its end, and tritonserver lets go of the call."""
+    repository, sent_log = tmp_path / "models", tmp_path / "sent"
+    config = free_config(model_repository=repository)
+    write_model(repository, "Tripled", 3.0)
+    write_streaming_model(repository, "Pieces", sent_log)
     with checked_for_leaks(), Triton(config=config) as triton:
         triton.bind("Call", call, FLOATS, CALL_OUTPUTS, config=ModelConfig(max_batch_size=16))
         triton.run()
         y, error = ask(config, "Call", X[:2, :1], target="Tripled")
-    assert error == "" and np.array_equal(y, X[:2, :1] * 3)
+        assert error == "" and np.array_equal(y, X[:2, :1] * 3)
+        y, error = ask(config, "Call", X[:2], target="Pieces", mode="stream", fwd_n=4)
+        assert error == "" and np.array_equal(y, np.concatenate([X[:2] + i for i in range(4)], axis=1))
+        process = psutil.Process(triton._server.pid)  # noqa: SLF001 - the process to look into
+        descriptors = process.num_fds()
+        y, error = ask(config, "Call", X[:2], target="Pieces", mode="leave", fwd_n=200)
+        assert error == "" and np.array_equal(y, np.concatenate([X[:2], X[:2] + 1], axis=1))
+        assert _wait(lambda: sent_log.exists() and len(sent_log.read_text().split()) == 2, 4)
+        assert sent_log.read_text().split()[0] == "4" and int(sent_log.read_text().split()[1]) < 20
+        assert _wait(lambda: process.num_fds() <= descriptors, 5), (process.num_fds(), descriptors)
 
 
 def test_a_decoupled_model_streams_its_responses(server):
