@@ -14,7 +14,7 @@ NUMPY1_TESTS := tests/unit tests/integration \
 	tests/functional/test_s3_repository.py tests/functional/test_triton_home.py \
 	tests/functional/test_examples.py::test_model_repository_serves_a_hand_written_model_and_two_versions \
 	tests/functional/test_examples.py::test_s3_repository_served_from_a_stand_in_s3_server \
-	tests/functional/test_nested_calls.py::test_a_model_of_the_users_repository_is_called
+	tests/functional/test_nested_calls.py::test_models_of_the_users_repository_are_called_and_streamed
 
 .PHONY: demo test venv venv-numpy1 test-numpy1 dist smoke-pythons soak test-deploy clean sanitize fuzz docs
 
