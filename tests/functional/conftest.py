@@ -5,6 +5,7 @@ import os
 import re
 import socket
 import time
+import urllib.request
 
 import psutil
 import pytest
@@ -18,6 +19,8 @@ _REAPER = "pytriton_like.server.reaper"
 _OPENAI_SERVICE = "pytriton_like.openai.service"  # the OpenAI endpoint's process (a child of the serving one)
 _TRITON_REGION = "triton_python_backend_shm_region_"
 _GRACE_S = 10
+_SAMPLE = re.compile(r'^(\w+)\{(.*)\} (\S+)$')
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def free_port() -> int:
@@ -38,6 +41,22 @@ _WORKSPACE_OWNER = re.compile(r"/pytriton_like-(\d+)-")
 def url_of(config: TritonConfig, protocol: str) -> str:
     """The client URL of the server on ``config`` for ``protocol`` ("http" or "grpc")."""
     return f"http://127.0.0.1:{config.http_port}" if protocol == "http" else f"grpc://127.0.0.1:{config.grpc_port}"
+
+
+def scrape(port: int) -> dict:
+    """(metric name, frozenset of labels) -> value, from the Prometheus text of the metrics endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match:
+            samples[match[1], frozenset(_LABEL.findall(match[2]))] = float(match[3])
+    return samples
+
+
+def value(samples: dict, name: str, **labels) -> float:
+    return samples.get((name, frozenset(labels.items())))
 
 
 def wait_for(condition, timeout_s: float, interval_s: float = 0.1) -> bool:

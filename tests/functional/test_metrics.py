@@ -1,8 +1,6 @@
 """Triton's metrics endpoint shows our models: Triton's own counters and the relay's."""
 
-import re
 import time
-import urllib.request
 
 import numpy as np
 import pytest
@@ -12,37 +10,19 @@ from pytriton_like.client.exceptions import PyTritonClientInferenceServerError
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.triton import Triton
 
-from .conftest import checked_for_leaks, free_config, url_of
+from .conftest import checked_for_leaks, free_config, scrape, url_of, value
 
 FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
 GOOD, FAILING = 5, 3
 # Scrapes retry up to this long for the relay's counters to reach the requests sent.
 _SCRAPE_DEADLINE_S = 20
-_SAMPLE = re.compile(r'^(\w+)\{(.*)\} (\S+)$')
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def double_unless_negative(requests):
     if any(float(request["x"].reshape(-1)[0]) < 0 for request in requests):
         raise ValueError("negative input")
     return [{"y": request["x"] * 2} for request in requests]
-
-
-def scrape(port: int) -> dict:
-    """(metric name, frozenset of labels) -> value, from the Prometheus text of the metrics endpoint."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    samples = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match:
-            samples[match[1], frozenset(_LABEL.findall(match[2]))] = float(match[3])
-    return samples
-
-
-def value(samples: dict, name: str, **labels) -> float:
-    return samples.get((name, frozenset(labels.items())))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import signal
 import stat
 import threading
 import time
-import urllib.request
 
 import numpy as np
 import psutil
@@ -27,7 +26,7 @@ from pytriton_like.relay.calls import CallChannel, CallRefused
 from pytriton_like.relay.transport import UNIX_SCHEME
 from pytriton_like.triton import Triton, TritonSecurityConfig
 
-from .conftest import checked_for_leaks, free_config, url_of
+from .conftest import checked_for_leaks, free_config, scrape, url_of, value
 from .handwritten import needs_numpy1, write_model, write_streaming_model
 
 FLOATS = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
@@ -401,11 +400,14 @@ def test_a_timed_out_call_of_a_decoupled_model_is_withdrawn_and_leaves_nothing_b
         with DecoupledModelClient(url_of(config, "grpc"), "Held", inference_timeout_s=60) as client:
             answers.extend(response["y"] for response in client.infer_batch(x=X[:1], parameters={"tag": "hold"}))
 
+    def held_requests():  # the requests of Held the backend handed to the callable
+        return value(scrape(config.metrics_port), "pytriton_like_requests", model="Held", version="1")
+
     holders = [threading.Thread(target=hold) for _ in range(HELD_STREAMS)]
     try:
         for holder in holders:
             holder.start()
-        assert _wait(lambda: _held_requests(config) == HELD_STREAMS, 10), _held_requests(config)
+        assert _wait(lambda: held_requests() == HELD_STREAMS, 10), held_requests()
         _, error = ask(config, "Call", X[:1], target="Held", mode="stream", wait_s=0.3, fwd_tag="nested")
     finally:
         HELD_RELEASE.set()
@@ -417,15 +419,6 @@ def test_a_timed_out_call_of_a_decoupled_model_is_withdrawn_and_leaves_nothing_b
     assert error == "" and np.array_equal(y, X[:1])
     assert HELD_RUNS == ["hold"] * HELD_STREAMS + ["after"]
     assert _wait(lambda: process.num_fds() <= descriptors, 5), (process.num_fds(), descriptors)
-
-
-def _held_requests(config):
-    """The requests of Held the backend has handed to the callable (its metric)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{config.metrics_port}/metrics", timeout=5) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith('pytriton_like_requests{model="Held"'):
-                return float(line.split()[-1])
-    return 0.0
 
 
 def test_a_model_unloaded_during_calls_and_after_ends_them_at_once(server):
