@@ -6,20 +6,29 @@ With ``opentelemetry`` installed and a tracer chosen — :func:`set_telemetry_tr
 ``TritonConfig.trace_config`` — every request a bound callable handles gets a span
 ``proxy_inference_callable`` (PyTriton's name) with the model's name and version, ended when the
 callable answered the request, marked ERROR with the exception when it failed. The callable sees
-it as ``request.span`` and opens child spans with ``request.traced_span(name)``. A request whose
-parameters carry a W3C ``traceparent`` (e.g. a client header forwarded by
-``http_header_forward_pattern``) continues that trace. Without a tracer nothing changes and
-nothing of OpenTelemetry is imported. See docs/tracing.md.
+it as ``request.span`` and opens child spans with ``request.traced_span(name)``; while it handles
+a batch of one request, that request's span is the current one. A request whose parameters carry
+a W3C ``traceparent`` (e.g. a client header forwarded by ``http_header_forward_pattern``, or a
+nested call of a traced callable: :func:`carry_trace`) continues that trace. Without a tracer
+nothing changes and nothing of OpenTelemetry is imported. See docs/tracing.md.
 """
 
+import contextlib
 import functools
 import importlib.util
 import inspect
 import logging
 import threading
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
-__all__ = ["set_telemetry_tracer", "get_telemetry_tracer", "build_proxy_tracer_from_triton_config", "model_tracer", "traced"]
+__all__ = [
+    "set_telemetry_tracer",
+    "get_telemetry_tracer",
+    "build_proxy_tracer_from_triton_config",
+    "model_tracer",
+    "traced",
+    "carry_trace",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -159,10 +168,17 @@ def traced(infer_func: Callable, tracer: Any, model_name: str, model_version: in
 
         async def agen_wrapper(requests, *args, **kwargs):
             spans = start(requests)
+            generator = infer_func(requests, *args, **kwargs)
             try:
-                async for responses in infer_func(requests, *args, **kwargs):
+                while True:
+                    with _current(spans):
+                        try:
+                            responses = await generator.__anext__()
+                        except StopAsyncIteration:
+                            break
                     yield responses
             except BaseException as exc:
+                await generator.aclose()
                 end(spans, exc)
                 raise
             end(spans)
@@ -173,7 +189,8 @@ def traced(infer_func: Callable, tracer: Any, model_name: str, model_version: in
         async def coro_wrapper(requests, *args, **kwargs):
             spans = start(requests)
             try:
-                result = await infer_func(requests, *args, **kwargs)
+                with _current(spans):
+                    result = await infer_func(requests, *args, **kwargs)
             except BaseException as exc:
                 end(spans, exc)
                 raise
@@ -185,9 +202,17 @@ def traced(infer_func: Callable, tracer: Any, model_name: str, model_version: in
 
         def gen_wrapper(requests, *args, **kwargs):
             spans = start(requests)
+            generator = infer_func(requests, *args, **kwargs)
             try:
-                yield from infer_func(requests, *args, **kwargs)
+                while True:
+                    with _current(spans):
+                        try:
+                            responses = next(generator)
+                        except StopIteration:
+                            break
+                    yield responses
             except BaseException as exc:
+                generator.close()
                 end(spans, exc)
                 raise
             end(spans)
@@ -197,7 +222,8 @@ def traced(infer_func: Callable, tracer: Any, model_name: str, model_version: in
     def wrapper(requests, *args, **kwargs):
         spans = start(requests)
         try:
-            result = infer_func(requests, *args, **kwargs)
+            with _current(spans):
+                result = infer_func(requests, *args, **kwargs)
         except BaseException as exc:
             end(spans, exc)
             raise
@@ -205,6 +231,35 @@ def traced(infer_func: Callable, tracer: Any, model_name: str, model_version: in
         return result
 
     return functools.wraps(infer_func)(wrapper)
+
+
+def carry_trace(parameters: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A nested call's parameters with the W3C ``traceparent`` of the span current in this thread
+    or task among them, so that the called model's spans continue its trace.
+
+    Parameters that carry a ``traceparent`` already, no tracer, or no current span: ``parameters``
+    as they are (nothing of OpenTelemetry is imported without a tracer).
+    """
+    if _tracer is None or (parameters and "traceparent" in parameters):
+        return parameters
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator  # noqa: PLC0415
+
+    carrier: Dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    if "traceparent" not in carrier:
+        return parameters
+    return {"traceparent": carrier["traceparent"], **(parameters or {})}
+
+
+def _current(spans: List[Any]) -> Any:
+    """The span of a batch of one request made current while the callable runs (a nested call
+    carries it: :func:`carry_trace`); a batch of several has no current span of ours."""
+    if len(spans) != 1:
+        return contextlib.nullcontext()
+    from opentelemetry.trace import use_span  # noqa: PLC0415 - installed when spans exist
+
+    # the wrapper records the exception and the status itself, when the request ends
+    return use_span(spans[0], end_on_exit=False, record_exception=False, set_status_on_exception=False)
 
 
 def _parent_context(request) -> Optional[Any]:

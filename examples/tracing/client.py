@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Call the traced WordCount model of server.py (the server prints the spans).
+"""Call the traced WordCount and Pipeline models of server.py (the server prints the spans).
 
 Usage: python examples/tracing/client.py --url http://127.0.0.1:8000
 """
@@ -15,9 +15,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     url = parser.parse_args().url
-    with ModelClient(url, "WordCount") as client:
-        result = client.infer_sample(np.array([b"three little words"], dtype=np.object_))
-    print(f"[{url}] words: {int(result['count'][0])}", flush=True)
+    for model in ("WordCount", "Pipeline"):
+        with ModelClient(url, model) as client:
+            result = client.infer_sample(np.array([b"Three Little Words"], dtype=np.object_))
+        print(f"[{url}] {model} words: {int(result['count'][0])}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Serve a model with OpenTelemetry spans around each request, printed as they end.
+"""Serve models with OpenTelemetry spans around each request, printed as they end.
+
+``Pipeline`` calls ``WordCount`` (a nested call): WordCount's span is a child of Pipeline's, in
+the same trace.
 
 Needs ``opentelemetry-sdk`` (the package's ``[tracing]`` extra brings the OTLP exporter too).
 A real deployment exports to a collector: ``bind(trace_config=["mode=opentelemetry",
@@ -13,6 +16,7 @@ import numpy as np
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
+from pytriton_like.decorators import batch, triton_context
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.tracing import set_telemetry_tracer
 from pytriton_like.triton import Triton
@@ -39,19 +43,27 @@ def tokenize_and_count(requests):
     return responses
 
 
+@batch
+@triton_context
+def pipeline(triton_context, text):
+    lowered = np.array([[bytes(item).lower()] for item in text.ravel()], dtype=np.object_)
+    return triton_context.client("WordCount").infer_batch(text=lowered)
+
+
 def main():
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(PrintingExporter()))
     set_telemetry_tracer(provider.get_tracer("examples.tracing"))
     with Triton() as triton:
-        triton.bind(
-            model_name="WordCount",
-            infer_func=tokenize_and_count,
-            inputs=[Tensor(name="text", dtype=bytes, shape=(1,))],
-            outputs=[Tensor(name="count", dtype=np.int64, shape=(1,))],
-            config=ModelConfig(max_batch_size=8),
-        )
-        logger.info("serving WordCount with tracing; stop with Ctrl-C")
+        for name, infer_func in (("WordCount", tokenize_and_count), ("Pipeline", pipeline)):
+            triton.bind(
+                model_name=name,
+                infer_func=infer_func,
+                inputs=[Tensor(name="text", dtype=bytes, shape=(1,))],
+                outputs=[Tensor(name="count", dtype=np.int64, shape=(1,))],
+                config=ModelConfig(max_batch_size=8),
+            )
+        logger.info("serving WordCount and Pipeline with tracing; stop with Ctrl-C")
         triton.serve()
 
 

@@ -26,6 +26,7 @@ from ..client.readiness import Readiness, ReadinessWaiter
 from ..client.sync import ModelClient
 from ..proxy.types import Request
 from ..relay.calls import CallFailed, CallChannels
+from ..tracing import carry_trace
 from .nested_settings import NestedCallSettings
 
 __all__ = [
@@ -50,6 +51,10 @@ class NetworkNestedModelClient(ModelClient):
                          inference_timeout_s=timeout_s, access_token=settings.access_token)
         self._caller = caller
 
+    def _infer(self, call: CallArgs):
+        call.parameters = carry_trace(call.parameters)
+        return super()._infer(call)
+
     def send(self, call):
         # every inference goes through send(), the readiness wait included
         with explain_timeout(self._caller, self.model_name):
@@ -64,6 +69,10 @@ class AsyncioNetworkNestedModelClient(AsyncioModelClient):
         super().__init__(settings.url, model_name, model_version, init_timeout_s=timeout_s,
                          inference_timeout_s=timeout_s, access_token=settings.access_token)
         self._caller = caller
+
+    async def _infer(self, call: CallArgs):
+        call.parameters = carry_trace(call.parameters)
+        return await super()._infer(call)
 
     async def send(self, call):
         with explain_timeout(self._caller, self.model_name):
@@ -263,14 +272,15 @@ def _stripped(outputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
 
 def _header_matcher(pattern: Optional[str]):
     """A call's parameters with its headers that match ``pattern`` among them, as Triton's gRPC
-    endpoint forwards metadata (``grpc_header_forward_pattern``); headers that do not match go nowhere."""
+    endpoint forwards metadata (``grpc_header_forward_pattern``; headers that do not match go
+    nowhere), and the caller's trace (:func:`~..tracing.carry_trace`)."""
     compiled = re.compile(pattern) if pattern else None
 
     def parameters(call: CallArgs) -> Optional[Dict[str, Any]]:
         if compiled is None or not call.headers:
-            return call.parameters
+            return carry_trace(call.parameters)
         forwarded = {key: str(value) for key, value in call.headers.items() if compiled.search(key)}
-        return {**forwarded, **(call.parameters or {})} if forwarded else call.parameters
+        return carry_trace({**forwarded, **(call.parameters or {})} if forwarded else call.parameters)
 
     return parameters
 

@@ -6,6 +6,7 @@ with the test extra (``make venv``); PyTorch's CPU build with ``make examples-fr
 
 import importlib.util
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -190,9 +191,14 @@ def test_warmup_runs_before_the_first_request():
 
 def test_tracing_prints_the_request_span_and_its_children():
     output = run_example(EXAMPLES / "run.py", "tracing")
-    assert output.count("] words: 3") == 2
-    assert output.count("span proxy_inference_callable ") == 2
-    assert output.count("span tokenize ") == 2 and output.count("span count ") == 2
+    assert output.count("] WordCount words: 3") == 2 and output.count("] Pipeline words: 3") == 2
+    assert output.count("span proxy_inference_callable ") == 6
+    assert output.count("span tokenize ") == 4 and output.count("span count ") == 4
+    # each Pipeline span has WordCount's span of its nested call as a child
+    spans = re.findall(r"span proxy_inference_callable (\w+)(?: \(in (\w+)\))? model=(\w+)", output)
+    pipelines = {span_id for span_id, _, model in spans if model == "Pipeline"}
+    assert len(pipelines) == 2
+    assert {parent for _, parent, model in spans if model == "WordCount" and parent} == pipelines
     assert "server stopped (exit code 0)" in output
 
 
