@@ -234,8 +234,9 @@ def traced(infer_func: Callable, tracer: Any, model_name: str, model_version: in
 
 
 def carry_trace(parameters: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """A nested call's parameters with the W3C ``traceparent`` of the span current in this thread
-    or task among them, so that the called model's spans continue its trace.
+    """A call's parameters with the W3C ``traceparent`` of the span current in this thread or task
+    among them, so that the called model's spans continue its trace. Nested calls add it
+    themselves; a client made with a url adds it with ``parameters=carry_trace(...)``.
 
     Parameters that carry a ``traceparent`` already, no tracer, or no current span: ``parameters``
     as they are (nothing of OpenTelemetry is imported without a tracer).
