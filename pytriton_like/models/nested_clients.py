@@ -86,7 +86,7 @@ class NestedModelClient(NetworkNestedModelClient):
                  model_version: Optional[str], timeout_s: float):
         super().__init__(settings, caller, model_name, model_version, timeout_s)
         self._channels = channels
-        self._forwarded = _header_matcher(settings.header_pattern)
+        self._parameters = _call_parameters(settings.header_pattern)
         self._config_text: Optional[str] = None  # what the readiness probe read
 
     def is_model_ready(self) -> bool:
@@ -130,7 +130,7 @@ class NestedModelClient(NetworkNestedModelClient):
             core.check_open()
             if not self._ready:
                 self._ensure_ready()
-            request, strip, request_id = core.relay_request(call, self._forwarded(call))
+            request, strip, request_id = core.relay_request(call, self._parameters(call))
             timeout_s = core.inference_timeout_s
             if core.model_config.decoupled:
                 operation = _STREAMING
@@ -171,7 +171,7 @@ class AsyncioNestedModelClient(AsyncioNetworkNestedModelClient):
                  model_version: Optional[str], timeout_s: float):
         super().__init__(settings, caller, model_name, model_version, timeout_s)
         self._channels = channels
-        self._forwarded = _header_matcher(settings.header_pattern)
+        self._parameters = _call_parameters(settings.header_pattern)
         self._config_text: Optional[str] = None
 
     async def is_model_ready(self) -> bool:
@@ -219,7 +219,7 @@ class AsyncioNestedModelClient(AsyncioNetworkNestedModelClient):
             core.check_open()
             if not self._ready:
                 await self._ensure_ready()
-            request, strip, request_id = core.relay_request(call, self._forwarded(call))
+            request, strip, request_id = core.relay_request(call, self._parameters(call))
             timeout_s = core.inference_timeout_s
             if core.model_config.decoupled:
                 operation = _STREAMING
@@ -270,7 +270,7 @@ def _stripped(outputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     return {name: array[0] if array.ndim else array for name, array in outputs.items()}
 
 
-def _header_matcher(pattern: Optional[str]):
+def _call_parameters(pattern: Optional[str]):
     """A call's parameters with its headers that match ``pattern`` among them, as Triton's gRPC
     endpoint forwards metadata (``grpc_header_forward_pattern``; headers that do not match go
     nowhere), and the caller's trace (:func:`~..tracing.carry_trace`)."""
