@@ -213,8 +213,10 @@ def test_a_batch_size_in_between_wins_under_a_latency_budget(tmp_path):
                      "--search-queue-delay-microseconds", "0,60000", "--report", str(tmp_path / "report"), *SMALL)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     recommended = report_of(tmp_path)["recommended"]
-    # 16 rows take 52 ms; 64 would take 148 ms, past the budget; the delay lets clients fill a batch
-    assert (recommended["max_batch_size"], recommended["concurrency"]) == (16, 16), completed.stdout
+    # 16 rows take 52 ms; 64 would take 148 ms, past the budget. With the delay 16 clients fill a
+    # batch within the budget where the machine is free; on a busy one (or a sanitizer's build)
+    # their p99 passes it and 4 clients win. Either is right: the batch size is what is tested.
+    assert recommended["max_batch_size"] == 16, completed.stdout
     assert recommended["p99_ms"] <= 70
 
 
