@@ -277,10 +277,12 @@ def _call_parameters(pattern: Optional[str]):
     compiled = re.compile(pattern) if pattern else None
 
     def parameters(call: CallArgs) -> Optional[Dict[str, Any]]:
-        if compiled is None or not call.headers:
-            return carry_trace(call.parameters)
-        forwarded = {key: str(value) for key, value in call.headers.items() if compiled.search(key)}
-        return carry_trace({**forwarded, **(call.parameters or {})} if forwarded else call.parameters)
+        given = call.parameters
+        if compiled is not None and call.headers:
+            forwarded = {key: str(value) for key, value in call.headers.items() if compiled.search(key)}
+            if forwarded:
+                given = {**forwarded, **(given or {})}
+        return carry_trace(given)
 
     return parameters
 
