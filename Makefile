@@ -66,14 +66,18 @@ NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get u
 NEED_CHROMIUM := command -v chromium >/dev/null || apt-get install -y chromium \
 	|| (apt-get update && apt-get install -y chromium)
 
+# The suite runs in two processes (pytest-xdist; on 2 cores the main part took 8.5 minutes against
+# 14 in one). The tests marked `alone` measure speed or need the cores free: they run after the
+# rest, by themselves.
 test: $(STAMP) $(STAMP_NUMPY1)
 	@$(NEED_CURL)
 	@$(NEED_CHROMIUM)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 -m "not soak and not deploy and not alone"
+	$(BIN)/python -m pytest -m alone tests/functional
 	$(MAKE) --no-print-directory test-numpy1
 
 test-numpy1: $(STAMP_NUMPY1)
-	$(VENV_NUMPY1)/bin/python -m pytest -p no:cacheprovider $(NUMPY1_TESTS)
+	$(VENV_NUMPY1)/bin/python -m pytest -p no:cacheprovider -n 2 $(NUMPY1_TESTS)
 
 # The release: dist/ gets the sdist and the manylinux wheels for x86_64 and aarch64 (the latter
 # cross-compiled with Debian's gcc-aarch64-linux-gnu, installed here), each checked with

@@ -61,6 +61,7 @@ def test_streaming_prints_each_word_as_it_arrives():
     assert "server stopped (exit code 0)" in output
 
 
+@pytest.mark.alone  # the search measures (test_tune.py says why)
 def test_tuning_finds_the_batching_and_serve_uses_it():
     output = run_example(EXAMPLES / "run.py", "tuning", timeout_s=300)
     assert "recommended: max_batch_size 32, delay 50000 µs, 1 instance (trial 3)" in output

@@ -30,6 +30,9 @@ from pytriton_like.client import ModelClient
 from .conftest import checked_for_leaks, free_ports
 from .processes import Serving
 
+# the search measures: with other tests beside it on the cores, its choices would be theirs too
+pytestmark = pytest.mark.alone
+
 # sleepy, busy and fixed_and_rows: the example's callables whose best settings are known
 KNOWN = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tuning" / "models.py"
 FRAGILE = textwrap.dedent(
