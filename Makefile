@@ -66,9 +66,8 @@ NEED_CURL := command -v curl >/dev/null || apt-get install -y curl || (apt-get u
 NEED_CHROMIUM := command -v chromium >/dev/null || apt-get install -y chromium \
 	|| (apt-get update && apt-get install -y chromium)
 
-# The suite runs in two processes (pytest-xdist; on 2 cores the main part took 7 to 8.5 minutes
-# against 14 in one). The tests marked `alone` measure speed or need the cores free: they run after the
-# rest, by themselves.
+# The suite runs in two processes (pytest-xdist; the CHANGELOG has what it saves). The tests marked
+# `alone` measure speed or need the cores free: they run after the rest, by themselves.
 test: $(STAMP) $(STAMP_NUMPY1)
 	@$(NEED_CURL)
 	@$(NEED_CHROMIUM)
