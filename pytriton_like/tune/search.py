@@ -3,9 +3,10 @@
 - :class:`QuickSearch`, as Model Analyzer's quick mode: from the given settings, try the
   neighbours (one step along one dimension); the first that beats the current point by more than
   noise becomes the current point, and the same move is tried again first (a batch size that
-  paid when doubled is doubled again). Where neighbours only tie with it (within noise), their
-  own neighbours are tried too (three such points at most): a larger batch may pay only with a
-  delay. It ends when no neighbour of the current point, or of those points, beats it.
+  paid when doubled is doubled again); the untried neighbours of the point it left come after the
+  new point's, so that a lucky win along one dimension does not drop the others. Where
+  neighbours only tie with it (within noise), their own neighbours are tried too (three such
+  points at most): a larger batch may pay only with a delay. It ends when no neighbour of the current point, or of those points, beats it.
 - :class:`GridSearch` (``--search exhaustive``): every point of the space, nearest to the given
   settings first, so that one cut short by the time budget has looked around them.
 
@@ -57,7 +58,7 @@ class QuickSearch(_Search):
     def __init__(self, space: Space, given: Settings, goal: Goal, levels: Sequence[int]):
         super().__init__(space, given, goal, levels)
         self.current: Optional[Settings] = None
-        self._queue: List[Settings] = []
+        self._queue: List[Tuple[Settings, Settings]] = []  # (the point looked around, its neighbour to try)
         self._moves: Dict[Settings, str] = {}  # the move that first reached each point
         self._expanded: List[Settings] = []
         self._plateaus_left = PLATEAU_PATIENCE
@@ -66,16 +67,16 @@ class QuickSearch(_Search):
     def observe(self, trial: Trial) -> None:
         super().observe(trial)
         if self.current is None or self.score(trial.settings).beats(self.score(self.current)):
-            self.current = trial.settings
+            left, self.current = self.current, trial.settings
             self._plateaus_left = PLATEAU_PATIENCE
-            self._expand(self.current)
+            self._expand(self.current, left)
 
     def next(self) -> Optional[Settings]:
         if self.given not in self.tried:
             return self.given
         while True:
             while self._queue:
-                point = self._queue.pop(0)
+                _, point = self._queue.pop(0)
                 if point not in self.tried:
                     return point
             plateau = self._plateau() if self._plateaus_left > 0 else None
@@ -93,8 +94,10 @@ class QuickSearch(_Search):
                  and not current.beats(self.score(point))]
         return max(level, key=self.score, default=None)
 
-    def _expand(self, point: Settings) -> None:
-        """Queue ``point``'s untried neighbours, the move that reached it first."""
+    def _expand(self, point: Settings, left: Optional[Settings] = None) -> None:
+        """Queue ``point``'s untried neighbours, the move that reached it first; then those of ``left``
+        (the point the climb just left) still queued: a win along one dimension that was only noise
+        must not drop the moves along the others."""
         self._expanded.append(point)
         best = self.goal.best(self.tried[point], self.levels) if point in self.tried else None
         batch_ms = best.p50_ms if best is not None else None  # a request's time: about a batch's, and its wait
@@ -103,7 +106,10 @@ class QuickSearch(_Search):
         neighbours.sort(key=lambda pair: _priority(pair[0], last))
         for move, near in neighbours:
             self._moves.setdefault(near, move)
-        self._queue = [near for _, near in neighbours]
+        ahead = [near for _, near in neighbours]
+        behind = [(origin, near) for origin, near in self._queue
+                  if left is not None and origin == left and near not in ahead]
+        self._queue = [(point, near) for near in ahead] + behind
 
 
 # Which way to look first: up the batch size, a delay longer than a batch, more threads (cheaper), more processes,

@@ -75,3 +75,22 @@ def test_a_failed_start_scores_lowest_and_the_climb_goes_on_from_a_working_neigh
     search.observe(failed)
     assert math.isinf(Goal().score(failed, levels).value)
     assert search.next() is not None
+
+
+def test_a_win_within_a_little_more_than_noise_does_not_drop_the_other_dimension():
+    # A callable that holds the GIL: a second thread gains 8 % (a measurement's luck), a second
+    # process doubles it. The climb moves to two instances first (its move comes first); the move to
+    # two workers, queued around the given settings, must still be tried.
+    space = Space(max_batch_sizes=(1,), queue_delays_us=(0,), instances=(1, 2), workers=(1, 2))
+    rates = {(1, 1): 233.0, (2, 1): 252.0, (1, 2): 450.0}
+
+    def holds_the_gil(settings, concurrency):
+        throughput = rates[(settings.instances, settings.workers)]
+        return throughput, concurrency / throughput * 1e3
+
+    levels = [4]
+    search = QuickSearch(space, Settings(max_batch_size=1), Goal(), levels)
+    trials = run(search, levels, holds_the_gil)
+    assert [(t.settings.instances, t.settings.workers) for t in trials] == [(1, 1), (2, 1), (1, 2)]
+    recommended = choose(trials, Goal(), levels).recommended.trial.settings
+    assert (recommended.instances, recommended.workers) == (1, 2) and search.converged
