@@ -6,7 +6,8 @@
   paid when doubled is doubled again); the untried neighbours of the point it left come after the
   new point's, so that a lucky win along one dimension does not drop the others. Where
   neighbours only tie with it (within noise), their own neighbours are tried too (three such
-  points at most): a larger batch may pay only with a delay. It ends when no neighbour of the current point, or of those points, beats it.
+  points at most): a larger batch may pay only with a delay. It ends when no neighbour of the
+  current point, or of those points, beats it.
 - :class:`GridSearch` (``--search exhaustive``): every point of the space, nearest to the given
   settings first, so that one cut short by the time budget has looked around them.
 
@@ -107,8 +108,7 @@ class QuickSearch(_Search):
         for move, near in neighbours:
             self._moves.setdefault(near, move)
         ahead = [near for _, near in neighbours]
-        behind = [(origin, near) for origin, near in self._queue
-                  if left is not None and origin == left and near not in ahead]
+        behind = [(origin, near) for origin, near in self._queue if origin == left and near not in ahead]
         self._queue = [(point, near) for near in ahead] + behind
 
 
