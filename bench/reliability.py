@@ -13,17 +13,25 @@ an answer is an outage, its length the seconds to serve again.
   (RST_STREAM): what makes tritonserver 2.51 abort (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS).
 - ``storm deadlines``: unary gRPC ``ModelInfer`` calls to ``slow`` (20 ms) with deadlines of 1 to
   40 ms, many expiring.
+- ``storm nested``: unary gRPC calls to ``pipeline`` and ``pipeline_workers`` (the same callable in
+  two worker processes), whose callable calls another model inside the server for each
+  (docs/pipelines.md): ``slow`` with a timeout of 1 s or of 5 ms (most of those
+  withdrawn from Triton), or ``ticks``' stream, left after 3 pieces; a share ``--cut`` of the calls
+  with a deadline of 2 to 30 ms, cancelled while their nested call runs. Each answer is checked,
+  and tritonserver's open descriptors, threads and memory are measured before and after.
 - ``kill tritonserver|endpoint|worker``: ``--times`` times, SIGKILL of that process (a worker:
   one of ``probe``'s two worker processes) while the prober runs; prints the seconds until the
   server answered again (the endpoint: until ``/health`` answered 200).
 
 Each run prints one JSON line: tritonserver's restarts (the ``pytriton_like_server_restarts``
 metric; for ``storm`` they are aborts), whether the serving process survived, the outages, the
-share served and, for the storms, the streams whole / cut / short. Exits 1 when the serving
-process died or a stream that was not cut ended short.
+share served and, for the storms, the streams whole / cut / short (``nested``: the calls by
+outcome, and tritonserver's descriptors, threads and resident MiB). Exits 1 when the serving
+process died, a stream that was not cut ended short, or (``nested``) an answer was wrong or
+tritonserver kept more than 16 descriptors beyond those it had before the storm.
 
 Usage:
-    .venv/bin/python bench/reliability.py storm endpoint|grpc|deadlines [--runs 1] [--seconds 15] [--clients 16] [--cut 0.3]
+    .venv/bin/python bench/reliability.py storm endpoint|grpc|deadlines|nested [--runs 1] [--seconds 15] [--clients 16] [--cut 0.3]
     .venv/bin/python bench/reliability.py kill tritonserver|endpoint|worker [--times 3]
 """
 
@@ -36,6 +44,7 @@ import pathlib
 import random
 import re
 import signal
+import struct
 import sys
 import tempfile
 import threading
@@ -141,6 +150,38 @@ async def deadline_once(stub, request) -> str:
         return "expired" if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED else f"error {exc.code().name}"
 
 
+# pipeline's answers when its nested call timed out, and what it reads of ticks' stream (bench/serve_chat.py)
+_WITHDRAWN, _LATE, _LEFT_AFTER = -1.0, -2.0, 3
+# descriptors tritonserver may hold after the storm beyond those before it: the connections to the call
+# socket that a process's pool keeps idle (at most 16, relay/calls.py); a leak of one per call would be
+# thousands
+_POOL_SLACK = 16
+
+
+async def nested_once(stub, cut: bool) -> str:
+    """One call of ``pipeline`` or ``pipeline_workers``: the outcome, checked against what its nested
+    call must give."""
+    import grpc  # noqa: PLC0415
+    from tritonclient.grpc import service_pb2  # noqa: PLC0415
+
+    mode, value = random.randrange(3), float(random.randrange(1000))
+    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1, 2])
+    tensor.contents.fp32_contents.extend([mode, value])
+    request = service_pb2.ModelInferRequest(model_name=random.choice(("pipeline", "pipeline_workers")), inputs=[tensor])
+    try:
+        answer = await stub.ModelInfer(request, timeout=random.uniform(0.002, 0.03) if cut else 10.0)
+    except grpc.aio.AioRpcError as exc:
+        return "cut" if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and cut else f"error {exc.code().name}"
+    y = struct.unpack("<2f", answer.raw_output_contents[0])
+    if mode == 2:
+        return "left a stream early" if y == (mode + _LEFT_AFTER - 1, value + _LEFT_AFTER - 1) else "WRONG"
+    if y == (mode, value):
+        return "answered"
+    if y == (_WITHDRAWN,) * 2 and mode == 1:
+        return "withdrawn"
+    return "late" if y == (_LATE,) * 2 and mode == 0 else "WRONG"
+
+
 async def storm_load(server: servers.Server, kind: str, args) -> Counter:
     import aiohttp  # noqa: PLC0415
     import grpc  # noqa: PLC0415
@@ -161,6 +202,10 @@ async def storm_load(server: servers.Server, kind: str, args) -> Counter:
 
         def once():
             return stream_once(session, url, body, random.random() < args.cut)
+    elif kind == "nested":
+
+        def once():
+            return nested_once(stub, random.random() < args.cut)
     else:
         tensor = service_pb2.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[1, 1])
         tensor.contents.fp32_contents.append(1.0)
@@ -194,6 +239,7 @@ def storm(args) -> int:
             server = start(pathlib.Path(tmp))
             try:
                 prober = Prober(server.http_port)
+                before = held_by_tritonserver(server, settle=True) if args.kind == "nested" else None
                 counts = asyncio.run(storm_load(server, args.kind, args))
                 ended = time.monotonic()
                 while prober.answered_since(ended) is None and time.monotonic() - ended < 30:
@@ -202,12 +248,37 @@ def storm(args) -> int:
                 report = {"run": number + 1, "load": args.kind, "seconds": args.seconds, "clients": args.clients,
                           "restarts": restarts(server), "serving_process_alive": serving_alive(server),
                           **prober.report(), "calls": dict(counts)}
+                if args.kind == "nested":
+                    time.sleep(2)  # the last withdrawn calls and left streams end
+                    report["tritonserver_fds_threads_mib"] = {"before": before, "after": held_by_tritonserver(server)}
             finally:
                 server.stop(STOP_GRACE_S)
-        bad = not report["serving_process_alive"] or counts.get("short", 0) > 0
+        bad = not report["serving_process_alive"] or counts.get("short", 0) > 0 or counts.get("WRONG", 0) > 0
+        if "tritonserver_fds_threads_mib" in report:
+            held = report["tritonserver_fds_threads_mib"]
+            bad = bad or held["after"][0] > held["before"][0] + _POOL_SLACK
         failed += bad
         print(json.dumps(report), flush=True)
     return 1 if failed else 0
+
+
+def held_by_tritonserver(server: servers.Server, settle: bool = False) -> List[int]:
+    """tritonserver's open descriptors, threads and resident MiB; with ``settle``, after calls of each of
+    ``pipeline``'s kinds, 16 at a time (the connections and threads nested calls need are made by then)."""
+    if settle:
+        async def each_kind():
+            import grpc  # noqa: PLC0415
+            from tritonclient.grpc import service_pb2_grpc  # noqa: PLC0415
+
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+                stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+                for _ in range(8):  # calls at once: as many connections to the call socket as the storm's
+                    await asyncio.gather(*(nested_once(stub, cut=False) for _ in range(16)))
+
+        asyncio.run(each_kind())
+        time.sleep(1)
+    process = psutil.Process(child_pid(server, "tritonserver"))
+    return [process.num_fds(), process.num_threads(), process.memory_info().rss >> 20]
 
 
 def child_pid(server: servers.Server, what: str) -> int:
@@ -271,11 +342,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     one = commands.add_parser("storm", help="a load that tries to make tritonserver abort; what was served")
-    one.add_argument("kind", choices=("endpoint", "grpc", "deadlines"))
+    one.add_argument("kind", choices=("endpoint", "grpc", "deadlines", "nested"))
     one.add_argument("--runs", type=int, default=1, help="runs, each with a server of its own")
     one.add_argument("--seconds", type=float, default=15.0)
     one.add_argument("--clients", type=int, default=16)
-    one.add_argument("--cut", type=float, default=0.3, help="share of streams closed after 5 pieces")
+    one.add_argument("--cut", type=float, default=0.3,
+                     help="share of streams closed after 5 pieces (nested: of calls given a short deadline)")
     two = commands.add_parser("kill", help="SIGKILL one process of the server, and time until it serves again")
     two.add_argument("what", choices=("tritonserver", "endpoint", "worker"))
     two.add_argument("--times", type=int, default=3)

@@ -7,9 +7,12 @@ no GIL. ``--callable async`` (the default) binds an
 async generator, ``sync`` a plain generator (each step in the worker's thread pool). The model is
 bound with ``bind_chat_model``'s defaults (each request a batch of its own).
 
-With ``--probe``, two plain models beside it: ``probe`` (y = 2x, in ``--probe-workers`` worker
-processes when more than 1), which bench/reliability.py calls to see whether the server answers,
-and ``slow`` (y = x after 20 ms), for unary calls whose deadlines expire.
+With ``--probe``, more models beside it: ``probe`` (y = 2x, in ``--probe-workers`` worker
+processes when more than 1), which bench/reliability.py calls to see whether the server answers;
+``slow`` (y = x after 20 ms), for unary calls whose deadlines expire; ``ticks`` (decoupled: y = x,
+x + 1, ... x + 63, a millisecond apart); and ``pipeline`` and ``pipeline_workers`` (in worker
+processes), whose callable makes the nested call each request's first value asks for
+(:func:`pipeline`).
 
 Prints ``BENCH_START``/``BENCH_READY <unix time>`` as serve_double.py does; serves until SIGINT or
 SIGTERM; once stopped, prints ``BENCH_GENERATIONS <json>``: the generations started, those whose
@@ -26,7 +29,8 @@ import time
 
 import numpy as np
 
-from pytriton_like.decorators import batch
+from pytriton_like.client.exceptions import PyTritonClientTimeoutError
+from pytriton_like.decorators import batch, triton_context
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.openai import bind_chat_model
 from pytriton_like.triton import Triton, TritonConfig
@@ -47,11 +51,56 @@ def slow(x):
     return {"y": x}
 
 
+TICKS = 64
+# what pipeline's nested call of slow waits: 1 s (answered, unless slow's queue is long) or 5 ms (withdrawn,
+# mostly: slow takes 20 ms)
+PATIENT_S, IMPATIENT_S = 1.0, 0.005
+LEFT_AFTER = 3  # the pieces of ticks' stream pipeline reads before it leaves it
+WITHDRAWN, LATE = -1.0, -2.0  # pipeline's answer when its nested call timed out: impatient, patient
+
+
+def ticks(requests):
+    for step in range(TICKS):
+        yield [{"y": request["x"] + np.float32(step)} for request in requests]
+        time.sleep(0.001)
+
+
+@triton_context
+def pipeline(requests, triton_context):
+    """For each request, the nested call its first value asks for: 0, slow (y = x; LATE when it timed
+    out); 1, slow with a 5 ms timeout (y = x, or WITHDRAWN: the call is withdrawn from Triton); 2,
+    ticks' stream, left after LEFT_AFTER pieces (y = x + LEFT_AFTER - 1)."""
+    answers = []
+    for request in requests:
+        x = request["x"]
+        mode = int(x[0, 0])
+        try:
+            if mode == 2:
+                for taken, response in enumerate(triton_context.client("ticks").infer_batch(x=x), start=1):
+                    if taken == LEFT_AFTER:
+                        break
+                y = response["y"]
+            else:
+                wait_s = IMPATIENT_S if mode == 1 else PATIENT_S
+                y = triton_context.client("slow", inference_timeout_s=wait_s).infer_batch(x=x)["y"]
+        except PyTritonClientTimeoutError:
+            y = np.full_like(x, WITHDRAWN if mode == 1 else LATE)
+        answers.append({"y": y})
+    return answers
+
+
 def bind_probes(triton: Triton, workers: int) -> None:
-    """``probe`` and ``slow``, the plain models of ``--probe``."""
+    """The models of ``--probe``: ``probe``, ``slow``, ``ticks``, ``pipeline`` (4 instances) and
+    ``pipeline_workers`` (the same callable in 2 worker processes)."""
     triton.bind(model_name="probe", infer_func=double, inputs=X, outputs=Y, config=ModelConfig(max_batch_size=8),
                 workers=workers)
     triton.bind(model_name="slow", infer_func=slow, inputs=X, outputs=Y, config=ModelConfig(max_batch_size=8))
+    triton.bind(model_name="ticks", infer_func=ticks, inputs=X, outputs=Y,
+                config=ModelConfig(max_batch_size=8, decoupled=True))
+    triton.bind(model_name="pipeline", infer_func=[pipeline] * 4, inputs=X, outputs=Y,
+                config=ModelConfig(max_batch_size=8))
+    triton.bind(model_name="pipeline_workers", infer_func=pipeline, inputs=X, outputs=Y,
+                config=ModelConfig(max_batch_size=8), workers=2)
 
 
 def main() -> None:
