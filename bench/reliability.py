@@ -12,7 +12,9 @@ an answer is an outage, its length the seconds to serve again.
 - ``storm grpc``: the same as raw gRPC ``ModelStreamInfer`` calls to Triton, cancelled to cut
   (RST_STREAM): what makes tritonserver 2.51 abort (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS).
 - ``storm deadlines``: unary gRPC ``ModelInfer`` calls to ``slow`` (20 ms) with deadlines of 1 to
-  40 ms, many expiring.
+  40 ms (``--deadline-ms``), many expiring. With 16 clients or more they expire while the calls wait
+  in ``slow``'s queue; with ``--clients 8 --deadline-ms 15 45`` many expire just as the calls
+  complete, which crashes tritonserver 2.51 now and then (docs/known_issues.md).
 - ``storm nested``: unary gRPC calls to ``pipeline`` and ``pipeline_workers`` (the same callable in
   two worker processes), whose callable calls another model inside the server for each
   (docs/pipelines.md): ``slow`` with a timeout of 1 s or of 5 ms (most of those
@@ -31,7 +33,8 @@ process died, a stream that was not cut ended short, or (``nested``) an answer w
 tritonserver kept more than 16 descriptors beyond those it had before the storm.
 
 Usage:
-    .venv/bin/python bench/reliability.py storm endpoint|grpc|deadlines|nested [--runs 1] [--seconds 15] [--clients 16] [--cut 0.3]
+    .venv/bin/python bench/reliability.py storm endpoint|grpc|deadlines|nested [--runs 1] [--seconds 15] [--clients 16]
+        [--cut 0.3] [--deadline-ms 1 40]
     .venv/bin/python bench/reliability.py kill tritonserver|endpoint|worker [--times 3]
 """
 
@@ -140,11 +143,11 @@ def serving_alive(server: servers.Server) -> bool:
     return server.tree.popen.poll() is None
 
 
-async def deadline_once(stub, request) -> str:
+async def deadline_once(stub, request, deadline_ms) -> str:
     import grpc  # noqa: PLC0415
 
     try:
-        await stub.ModelInfer(request, timeout=random.uniform(0.001, 0.04))
+        await stub.ModelInfer(request, timeout=random.uniform(*deadline_ms) / 1000)
         return "answered"
     except grpc.aio.AioRpcError as exc:
         return "expired" if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED else f"error {exc.code().name}"
@@ -212,7 +215,7 @@ async def storm_load(server: servers.Server, kind: str, args) -> Counter:
         request = service_pb2.ModelInferRequest(model_name="slow", inputs=[tensor])
 
         def once():
-            return deadline_once(stub, request)
+            return deadline_once(stub, request, args.deadline_ms)
 
     async def client():
         while time.monotonic() < deadline:
@@ -346,6 +349,8 @@ def main() -> int:
     one.add_argument("--runs", type=int, default=1, help="runs, each with a server of its own")
     one.add_argument("--seconds", type=float, default=15.0)
     one.add_argument("--clients", type=int, default=16)
+    one.add_argument("--deadline-ms", type=float, nargs=2, default=(1.0, 40.0), metavar=("LOW", "HIGH"),
+                     help="deadlines: the range they are drawn from, in ms")
     one.add_argument("--cut", type=float, default=0.3,
                      help="share of streams closed after 5 pieces (nested: of calls given a short deadline)")
     two = commands.add_parser("kill", help="SIGKILL one process of the server, and time until it serves again")
