@@ -61,6 +61,7 @@ import psutil
 import servers
 import streams
 from openai_endpoint import MODEL, TOKENS, grpc_request_message, grpc_stream_once, stream_once
+from serve_chat import LATE, LEFT_AFTER, WITHDRAWN
 
 HERE = pathlib.Path(__file__).resolve().parent
 STOP_GRACE_S = 30
@@ -153,8 +154,6 @@ async def deadline_once(stub, request, deadline_ms) -> str:
         return "expired" if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED else f"error {exc.code().name}"
 
 
-# pipeline's answers when its nested call timed out, and what it reads of ticks' stream (bench/serve_chat.py)
-_WITHDRAWN, _LATE, _LEFT_AFTER = -1.0, -2.0, 3
 # descriptors tritonserver may hold after the storm beyond those before it: the connections to the call
 # socket that a process's pool keeps idle (at most 16, relay/calls.py); a leak of one per call would be
 # thousands
@@ -177,12 +176,12 @@ async def nested_once(stub, cut: bool) -> str:
         return "cut" if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and cut else f"error {exc.code().name}"
     y = struct.unpack("<2f", answer.raw_output_contents[0])
     if mode == 2:
-        return "left a stream early" if y == (mode + _LEFT_AFTER - 1, value + _LEFT_AFTER - 1) else "WRONG"
+        return "left a stream early" if y == (mode + LEFT_AFTER - 1, value + LEFT_AFTER - 1) else "WRONG"
     if y == (mode, value):
         return "answered"
-    if y == (_WITHDRAWN,) * 2 and mode == 1:
+    if y == (WITHDRAWN,) * 2 and mode == 1:
         return "withdrawn"
-    return "late" if y == (_LATE,) * 2 and mode == 0 else "WRONG"
+    return "late" if y == (LATE,) * 2 and mode == 0 else "WRONG"
 
 
 async def storm_load(server: servers.Server, kind: str, args) -> Counter:
@@ -242,7 +241,9 @@ def storm(args) -> int:
             server = start(pathlib.Path(tmp))
             try:
                 prober = Prober(server.http_port)
-                before = held_by_tritonserver(server, settle=True) if args.kind == "nested" else None
+                if args.kind == "nested":
+                    warm_nested_calls(server)
+                    before = held_by_tritonserver(server)
                 counts = asyncio.run(storm_load(server, args.kind, args))
                 ended = time.monotonic()
                 while prober.answered_since(ended) is None and time.monotonic() - ended < 30:
@@ -251,35 +252,37 @@ def storm(args) -> int:
                 report = {"run": number + 1, "load": args.kind, "seconds": args.seconds, "clients": args.clients,
                           "restarts": restarts(server), "serving_process_alive": serving_alive(server),
                           **prober.report(), "calls": dict(counts)}
+                bad = not report["serving_process_alive"] or counts.get("short", 0) > 0 or counts.get("WRONG", 0) > 0
                 if args.kind == "nested":
                     time.sleep(2)  # the last withdrawn calls and left streams end
-                    report["tritonserver_fds_threads_mib"] = {"before": before, "after": held_by_tritonserver(server)}
+                    after = held_by_tritonserver(server)
+                    report["tritonserver_fds_threads_mib"] = {"before": before, "after": after}
+                    bad = bad or after[0] > before[0] + _POOL_SLACK
             finally:
                 server.stop(STOP_GRACE_S)
-        bad = not report["serving_process_alive"] or counts.get("short", 0) > 0 or counts.get("WRONG", 0) > 0
-        if "tritonserver_fds_threads_mib" in report:
-            held = report["tritonserver_fds_threads_mib"]
-            bad = bad or held["after"][0] > held["before"][0] + _POOL_SLACK
         failed += bad
         print(json.dumps(report), flush=True)
     return 1 if failed else 0
 
 
-def held_by_tritonserver(server: servers.Server, settle: bool = False) -> List[int]:
-    """tritonserver's open descriptors, threads and resident MiB; with ``settle``, after calls of each of
-    ``pipeline``'s kinds, 16 at a time (the connections and threads nested calls need are made by then)."""
-    if settle:
-        async def each_kind():
-            import grpc  # noqa: PLC0415
-            from tritonclient.grpc import service_pb2_grpc  # noqa: PLC0415
+def warm_nested_calls(server: servers.Server) -> None:
+    """Calls of each of ``pipeline``'s kinds, 16 at a time: the connections and threads nested calls
+    need are made by the end."""
+    async def each_kind():
+        import grpc  # noqa: PLC0415
+        from tritonclient.grpc import service_pb2_grpc  # noqa: PLC0415
 
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
-                stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-                for _ in range(8):  # calls at once: as many connections to the call socket as the storm's
-                    await asyncio.gather(*(nested_once(stub, cut=False) for _ in range(16)))
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            for _ in range(8):  # calls at once: as many connections to the call socket as the storm's
+                await asyncio.gather(*(nested_once(stub, cut=False) for _ in range(16)))
 
-        asyncio.run(each_kind())
-        time.sleep(1)
+    asyncio.run(each_kind())
+    time.sleep(1)
+
+
+def held_by_tritonserver(server: servers.Server) -> List[int]:
+    """tritonserver's open descriptors, threads and resident MiB."""
     process = psutil.Process(child_pid(server, "tritonserver"))
     return [process.num_fds(), process.num_threads(), process.memory_info().rss >> 20]
 
