@@ -69,6 +69,14 @@ def test_required_input_missing(two_inputs):
         bind_inputs(two_inputs, (), {"text": np.array([b"t"])})
 
 
+def test_missing_inputs_named_in_config_order_and_optional_ones_may_be_left_out():
+    config = make_config(inputs=(TensorSpec("c", (-1,), np.float32), TensorSpec("o", (-1,), np.float32, optional=True),
+                                 TensorSpec("a", (-1,), np.float32)))
+    with pytest.raises(PyTritonClientValueError, match="requires input\\(s\\) 'c', 'a'; got 'o'"):
+        bind_inputs(config, (), {"o": X})
+    assert list(bind_inputs(config, (), {"a": X, "c": X})) == ["a", "c"]
+
+
 # --- parameters and headers -------------------------------------------------------------------
 
 
