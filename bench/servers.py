@@ -4,7 +4,9 @@ Each server runs in its own session (``start_new_session=True``) with loopback-o
 :class:`ProcessTree` keeps a record of every process the server started (tritonserver and the
 Python-backend stubs may sit in process groups of their own), the shared-memory files they map
 and the workspace folders on their command lines; :meth:`ProcessTree.stop` sends SIGINT, then
-SIGKILLs every recorded group and process after a grace period, and removes what they left.
+SIGKILLs every recorded group and process after a grace period, and removes what they left. A
+script that starts a server ends on SIGTERM as on an exception, so that its ``with`` blocks stop
+the server (the signal's default action would leave it running in its session).
 """
 
 import contextlib
@@ -20,6 +22,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -71,10 +74,24 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+def _exit_on_sigterm() -> None:
+    """Let SIGTERM (``timeout``, ``kill``) end this script as an exception does, once: the ``with``
+    blocks and ``finally`` clauses on the way out stop its servers. A server runs in a session of its
+    own, so the signal's default action would end the script and leave the server running."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_exit)
+
+
+def _raise_exit(signum: int, _frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the stop short
+    raise SystemExit(128 + signum)
+
+
 class ProcessTree:
     """A process started in a new session, its descendants, and what they leave behind."""
 
     def __init__(self, argv: List[str], env: Dict[str, str], log_path: pathlib.Path):
+        _exit_on_sigterm()
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.launched_at = time.time()
