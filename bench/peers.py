@@ -34,7 +34,6 @@ import datetime
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import tempfile
@@ -334,7 +333,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = args.out or HERE / "results" / ("peers-quick.jsonl" if args.quick else "peers.jsonl")
     if any(key != "pytriton_like" for key in args.servers) and not args.peers_python.exists():
         parser.error(f"{args.peers_python} is missing: `make bench-peers` makes .venv-peers")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds through every server's stop
     started = time.monotonic()
     header = {
         "kind": "run", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

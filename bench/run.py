@@ -22,7 +22,6 @@ import json
 import os
 import pathlib
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -266,8 +265,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     png = out.with_suffix(".png")
     command = " ".join(["python", "bench/run.py", *(argv if argv is not None else sys.argv[1:])])
 
-    # SIGTERM unwinds like Ctrl-C, so every server is stopped in its `finally`.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.monotonic()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     load_before = other_load()
