@@ -10,7 +10,6 @@ what workers share with ``--start-method fork`` and load again each with ``spawn
 
 import argparse
 import signal
-import threading
 import time
 
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from busy_work import busy_double
 from pytriton_like.decorators import batch
 from pytriton_like.model_config import DynamicBatcher, ModelConfig, Tensor
+from pytriton_like.server.signals import SignalSafeEvent
 from pytriton_like.triton import Triton, TritonConfig, TritonSecurityConfig, WorkerOptions
 
 WEIGHTS = np.zeros(0, np.float32)
@@ -47,7 +47,7 @@ def main() -> None:
     if args.model_mb:
         WEIGHTS = np.empty(args.model_mb * 1024 * 1024 // 4, np.float32)
         WEIGHTS.fill(0.0)  # pages written: resident
-    stop = threading.Event()
+    stop = SignalSafeEvent()  # a threading.Event set by a signal handler can hang the process
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     config = TritonConfig(http_address="127.0.0.1", http_port=args.http_port, grpc_address="127.0.0.1",

@@ -33,6 +33,7 @@ from pytriton_like.client.exceptions import PyTritonClientTimeoutError
 from pytriton_like.decorators import batch, triton_context
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.openai import bind_chat_model
+from pytriton_like.server.signals import SignalSafeEvent
 from pytriton_like.triton import Triton, TritonConfig
 
 MODEL = "bench-chat"
@@ -145,7 +146,7 @@ def main() -> None:
             counts["finally ran"] += 1
             counts["ended early"] += index < wanted - 1
 
-    stop = threading.Event()
+    stop = SignalSafeEvent()  # a threading.Event set by a signal handler can hang the process
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     config = TritonConfig(

@@ -18,10 +18,11 @@ Example:
 import argparse
 import importlib
 import signal
-import threading
 import time
 
 import numpy as np
+
+from pytriton_like.server.signals import SignalSafeEvent
 
 
 def main() -> None:
@@ -55,7 +56,7 @@ def main() -> None:
 
     infer_func = {"batch": double, "plain": double_plain, "identity": identity}[args.callable]
 
-    stop = threading.Event()
+    stop = SignalSafeEvent()  # a threading.Event set by a signal handler can hang the process
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
 

@@ -28,6 +28,7 @@ import numpy as np
 from pytriton_like.client import ModelClient
 from pytriton_like.decorators import triton_context
 from pytriton_like.model_config import DynamicBatcher, ModelConfig, Tensor
+from pytriton_like.server.signals import SignalSafeEvent
 from pytriton_like.triton import Triton, TritonConfig, TritonSecurityConfig
 
 import nested_raw
@@ -94,7 +95,7 @@ def main() -> None:
     parser.add_argument("--repository", type=pathlib.Path, required=True, help="where to write OuterBLS's repository")
     args = parser.parse_args()
 
-    stop = threading.Event()
+    stop = SignalSafeEvent()  # a threading.Event set by a signal handler can hang the process
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     config = TritonConfig(

@@ -27,7 +27,6 @@ import os
 import pathlib
 import signal
 import sys
-import threading
 import time
 
 # No usage report leaves this machine (Ray sends one by default when a cluster starts).
@@ -99,9 +98,11 @@ def main() -> None:
     parser.add_argument("--piece-ms", type=float, default=0.0)
     parser.add_argument("--temp-dir", required=True, help="Ray's session files (an absolute, short path)")
     args = parser.parse_args()
-    stop = threading.Event()
+    # Ray's environment has no pytriton_like (and its SignalSafeEvent): the handler only appends,
+    # and the main thread looks every 0.1 s (a threading.Event set by a handler can hang the process)
+    stopping = []
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda signum, _: stopping.append(signum))
     print(f"BENCH_START {time.time():.6f}", flush=True)
     ray.init(include_dashboard=False, _temp_dir=args.temp_dir, log_to_driver=False,
              object_store_memory=100 * 2**20)
@@ -114,7 +115,8 @@ def main() -> None:
         deployment = serve.deployment(cls, num_replicas=args.workers, max_ongoing_requests=MAX_ONGOING_REQUESTS)
         serve.run(deployment.bind(*init), route_prefix="/", blocking=False)
         print(f"BENCH_READY {time.time():.6f}", flush=True)
-        stop.wait()
+        while not stopping:
+            time.sleep(0.1)
     finally:
         serve.shutdown()
         ray.shutdown()

@@ -51,5 +51,7 @@ class Console:
             try:
                 stream.write(f"{PREFIX}{message % args if args else message}\n")
                 stream.flush()
-            except (OSError, ValueError):  # stderr closed or gone (a daemon): the log is all there is
+            # stderr closed or gone (a daemon), or a signal handler's line cut into another one's
+            # write (RuntimeError: reentrant call): the log has the line
+            except (OSError, ValueError, RuntimeError):
                 pass

@@ -16,7 +16,6 @@ import logging
 import os
 import pathlib
 import shutil
-import signal
 import tempfile
 import threading
 from typing import Optional, Union
@@ -33,6 +32,7 @@ from .models.worker_process import check_not_in_worker
 from .polling import poll
 from .server.control import ControlError, ServerControl
 from .server.management import LOAD_TIMEOUT_S, ServerModels
+from .server.signals import SignalSafeEvent, handling_signals
 from .server.workspace import PRIVATE_MODE, WORKSPACE_PREFIX
 from .supervisor import Supervisor
 
@@ -80,7 +80,7 @@ class RemoteTriton(Binder):
         self._lock = threading.RLock()
         self._connected = False
         self._stopped = False
-        self._stop_requested = threading.Event()
+        self._stop_requested = SignalSafeEvent()  # SIGINT and SIGTERM set it while serve() runs
         self._given_up: Optional[str] = None  # why its supervisor gave up
         self._models_api: Optional[ServerModels] = None  # the server's model management, once connected
         self._nested_calls: Optional[NestedCalls] = None
@@ -146,19 +146,14 @@ class RemoteTriton(Binder):
                 worker processes of a model died more often than their restart policies allow
                 (supervisor/__init__.py).
         """
-        restore = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                restore[signum] = signal.signal(signum, lambda *_: self._stop_requested.set())
         try:
-            self.connect()
-            while not self._stop_requested.wait(monitoring_period_s):
-                if not self.is_alive():
-                    logger.warning("the server at %s or one of our models is gone; stopping", self._url)
-                    break
+            with handling_signals(lambda *_: self._stop_requested.set()):
+                self.connect()
+                while not self._stop_requested.wait(monitoring_period_s):
+                    if not self.is_alive():
+                        logger.warning("the server at %s or one of our models is gone; stopping", self._url)
+                        break
         finally:
-            for signum, handler in restore.items():
-                signal.signal(signum, handler)
             self.stop()
         if self._given_up is not None:
             raise PyTritonServerError(f"{self._given_up}: the worker processes are not started again (docs/workers.md)")

@@ -12,12 +12,12 @@ not ready until it exits (measured on the bundled 2.51; docs/deployment.md).
 
 import logging
 import pathlib
-import threading
 from typing import Optional
 
 from ..console import Console
 
 from .control import ControlError, ServerControl
+from .signals import SignalSafeEvent
 
 __all__ = ["DRAINING_MODEL", "report_not_ready", "drain"]
 
@@ -57,7 +57,7 @@ def drain(
     strict_readiness: Optional[bool],
     repository: pathlib.Path,
     console: Console,
-    over: threading.Event,
+    over: SignalSafeEvent,
 ) -> None:
     """Report not ready (when the server can) and go on serving for ``seconds``, or until ``over`` is set.
 

@@ -10,17 +10,52 @@ import contextlib
 import logging
 import signal
 import threading
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 from ..console import Console
 
-__all__ = ["SignalWhileStarting", "StopRequests", "handling_signals"]
+__all__ = ["SignalSafeEvent", "SignalWhileStarting", "StopRequests", "handling_signals"]
 
 logger = logging.getLogger(__name__)
 
 
 class SignalWhileStarting(KeyboardInterrupt):
     """Raised by serve()'s signal handler to cut a start short; serve() returns after it."""
+
+
+class SignalSafeEvent:
+    """An event that a signal handler may set (``set``, ``is_set`` and ``wait`` as ``threading.Event``'s).
+
+    ``threading.Event.set()`` takes the lock that ``wait()`` holds for a moment as it begins and
+    ends waiting. Python runs a signal handler in the main thread, between two steps of whatever
+    that thread was doing: a handler that sets the event the main thread is waiting on, in that
+    moment, waits for the main thread, which waits for the handler; the process hangs. Here
+    ``set()`` only releases a lock, which never waits, and ``wait()`` waits to acquire it.
+    """
+
+    def __init__(self) -> None:
+        self._gate = threading.Lock()
+        self._gate.acquire()  # closed until set()
+        self._unset = [True]  # emptied by the first set(): list.pop() is one step, so the gate opens once
+
+    def set(self) -> None:
+        """Set it; the waiters return True. Setting it again does nothing."""
+        try:
+            self._unset.pop()
+        except IndexError:
+            return
+        self._gate.release()
+
+    def is_set(self) -> bool:
+        """Whether it was set."""
+        return not self._unset
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until it is set or ``timeout`` seconds passed (``None``: no limit); True if it is set."""
+        if self._gate.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+            self._gate.release()  # open for the next waiter
+            return True
+        return self.is_set()  # another waiter may hold the gate for a moment
 
 
 class StopRequests:
@@ -33,9 +68,9 @@ class StopRequests:
     """
 
     def __init__(self, console: Console):
-        self.requested = threading.Event()
+        self.requested = SignalSafeEvent()
         self.drain = False
-        self.drain_over = threading.Event()
+        self.drain_over = SignalSafeEvent()
         self._console = console
 
     def stop_now(self) -> None:

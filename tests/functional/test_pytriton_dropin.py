@@ -2,6 +2,10 @@
 policy, warm-up, tracing, monitoring, the verbose-log warning, the client helpers."""
 
 import logging
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -94,6 +98,48 @@ def test_remote_triton_binding_a_served_name_replaces_that_model():
                 assert client.infer_sample(np.array([2.0], np.float32))["y"].tolist() == [6.0]
         with create_client_from_url(url_of(config, "http")) as raw:
             assert not raw.is_model_ready("Shared")
+
+
+REMOTE_SERVE_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from pytriton_like.decorators import batch
+    from pytriton_like.model_config import ModelConfig, Tensor
+    from pytriton_like.triton import RemoteTriton
+
+    @batch
+    def triple(x):
+        return {"y": x * 3}
+
+    remote = RemoteTriton(url=sys.argv[1])
+    remote.bind("Remote", triple, [Tensor(name="x", dtype=np.float32, shape=(-1,))],
+                [Tensor(name="y", dtype=np.float32, shape=(-1,))], config=ModelConfig(max_batch_size=8))
+    remote.serve()
+    print("STOPPED", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_remote_triton_serve_stops_on_a_signal_and_unloads_its_model(signum):
+    config = free_config()
+    with Triton(config=config) as triton:
+        triton.bind("Local", double, X, Y, config=ModelConfig(max_batch_size=8))
+        with subprocess.Popen([sys.executable, "-c", REMOTE_SERVE_SCRIPT, url_of(config, "http")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+            try:
+                with ModelClient(url_of(config, "http"), "Remote", init_timeout_s=60) as client:
+                    assert client.infer_sample(np.array([2.0], np.float32))["y"].tolist() == [6.0]
+                process.send_signal(signum)
+                output, errors = process.communicate(timeout=60)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+        assert (process.returncode, output) == (0, "STOPPED\n"), errors
+        with create_client_from_url(url_of(config, "http")) as raw:
+            assert not raw.is_model_ready("Remote")
+            assert raw.is_model_ready("Local")
 
 
 def test_remote_triton_without_a_server_in_time_is_an_error(monkeypatch):

@@ -45,3 +45,30 @@ def test_a_closed_stream_is_no_error(logger):
     console = Console(logger, stream)
     console.printing = True
     console.say("gone")  # a daemon without stderr: nothing to print to, nothing raised
+
+
+def test_a_line_that_cuts_into_another_ones_write_is_dropped_not_raised(logger):
+    # As a signal handler's line does when the signal comes while the main thread writes a line
+    # to stderr: the buffered stream refuses the second write (RuntimeError: reentrant call).
+    class Raw(io.RawIOBase):
+        def __init__(self):
+            super().__init__()
+            self.written = b""
+            self.cut_in = None
+
+        def writable(self):
+            return True
+
+        def write(self, data):
+            cut_in, self.cut_in = self.cut_in, None
+            if cut_in:
+                cut_in()
+            self.written += bytes(data)
+            return len(data)
+
+    raw = Raw()
+    console = Console(logger, io.TextIOWrapper(io.BufferedWriter(raw), write_through=True))
+    console.printing = True
+    raw.cut_in = lambda: console.say("received SIGTERM; stopping")
+    console.say("serving")
+    assert raw.written == f"{PREFIX}serving\n".encode()
