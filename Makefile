@@ -199,6 +199,13 @@ bench-workers: $(BENCH_STAMP) $(PERF_ANALYZER)
 bench-big: $(STAMP)
 	$(BIN)/python bench/big_tensor.py $(ARGS)
 
+# tritonserver with glibc's malloc defaults against pytriton_like's settings (MALLOC_TUNABLES), side
+# by side: p50 at c1, throughput at c8 and page faults a request for 1, 4 and 16 MiB over HTTP and gRPC,
+# and what tritonserver holds when idle (bench/malloc_reuse.py, docs/performance.md). About 8 minutes.
+.PHONY: bench-malloc
+bench-malloc: $(STAMP) $(PERF_ANALYZER)
+	$(BIN)/python bench/malloc_reuse.py $(ARGS)
+
 # Client tensors through registered shared memory against the socket, 16 and 256 MiB in and out,
 # HTTP and gRPC (bench/shm_client.py, docs/performance.md): a minute or two.
 .PHONY: bench-shm

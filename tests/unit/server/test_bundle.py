@@ -5,7 +5,9 @@ import sys
 import pytest
 
 from pytriton_like.exceptions import PyTritonServerError
-from pytriton_like.server.bundle import BUNDLED_HOME, find_bundle, find_install, shipped_stub_versions, stub_python
+from pytriton_like.server.bundle import (
+    BUNDLED_HOME, MALLOC_TUNABLES, find_bundle, find_install, shipped_stub_versions, stub_python,
+)
 
 THIS = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -54,3 +56,10 @@ def test_a_folder_without_the_server_is_refused_naming_what_is_missing(tmp_path)
     (home / "bin" / "tritonserver").unlink()
     with pytest.raises(PyTritonServerError, match=r"has no .*bin/tritonserver; .*TRITON_HOME.*/opt/tritonserver"):
         find_install(home)
+
+
+def test_tritonserver_gets_the_malloc_settings_unless_the_environment_sets_glibc_tunables():
+    bundle = find_bundle()
+    assert bundle.server_environment({"PATH": "/usr/bin"})["GLIBC_TUNABLES"] == MALLOC_TUNABLES
+    for own in ("glibc.malloc.arena_max=1", ""):  # empty: glibc's defaults
+        assert bundle.server_environment({"PATH": "/usr/bin", "GLIBC_TUNABLES": own})["GLIBC_TUNABLES"] == own
