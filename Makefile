@@ -201,7 +201,7 @@ bench-big: $(STAMP)
 
 # tritonserver with glibc's malloc defaults against pytriton_like's settings (MALLOC_TUNABLES), side
 # by side: p50 at c1, throughput at c8 and page faults a request for 1, 4 and 16 MiB over HTTP and gRPC,
-# and what tritonserver holds when idle (bench/malloc_reuse.py, docs/performance.md). About 8 minutes.
+# and what tritonserver holds when idle (bench/malloc_reuse.py, docs/performance.md). About 9 minutes.
 .PHONY: bench-malloc
 bench-malloc: $(STAMP) $(PERF_ANALYZER)
 	$(BIN)/python bench/malloc_reuse.py $(ARGS)

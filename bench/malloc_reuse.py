@@ -18,7 +18,7 @@ throughput with eight, with tritonserver's page faults per request (minor faults
 over each measurement, and after each what tritonserver holds (RSS) when idle. Medians of the
 rounds are printed; every round is in ``--output``.
 
-    make bench-malloc                              # about 8 minutes
+    make bench-malloc                              # about 9 minutes
     make bench-malloc ARGS="--rounds 1 --sizes 262144 --protocols http"
 """
 
