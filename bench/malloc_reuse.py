@@ -57,7 +57,8 @@ def minor_faults(pid: int) -> int:
 
 
 def measure_one(server: servers.Server, protocol: str, size: int, concurrency: int, interval_ms: int) -> Dict:
-    """perf_analyzer against ``server``'s Double, with tritonserver's page faults per request."""
+    """perf_analyzer against ``server``'s Double, with tritonserver's page faults per request and
+    its RSS once perf_analyzer is done."""
     triton = tritonserver_of(server)
     port = server.http_port if protocol == "http" else server.grpc_port
     before, requests_before = minor_faults(triton.pid), measure.model_stats(server.http_port)["requests"]
@@ -65,10 +66,11 @@ def measure_one(server: servers.Server, protocol: str, size: int, concurrency: i
                                    shape=f"x:{size}")
     requests = measure.model_stats(server.http_port)["requests"] - requests_before
     result["faults_per_request"] = round((minor_faults(triton.pid) - before) / max(1, requests), 1)
+    result["idle_rss_mib"] = triton.memory_info().rss / 2**20
     return result
 
 
-def table(results: List[Dict], idle: Dict[str, List[float]], args) -> str:
+def table(results: List[Dict], args) -> str:
     def median(setting, size, protocol, concurrency, field):
         return statistics.median(r[field] for r in results if (r["setting"], r["size"], r["protocol"],
                                                                r["concurrency"]) == (setting, size, protocol, concurrency))
@@ -87,6 +89,7 @@ def table(results: List[Dict], idle: Dict[str, List[float]], args) -> str:
             lines.append(f"| {SIZES[size]}, {protocol} | {p50[0]:,.0f} µs | {p50[1]:,.0f} µs | {p50[1] / p50[0]:.2f}× "
                          f"| {rate[0]:,.0f} | {rate[1]:,.0f} | {rate[1] / rate[0]:.2f}× | {faults[0]:,.0f} / {faults[1]:,.0f} |")
     lines.append("")
+    idle = {s: [r["idle_rss_mib"] for r in results if r["setting"] == s] for s in SETTINGS}
     lines.append("tritonserver's RSS when idle after each measurement (MiB, min–max): " + "; ".join(
         f"{SETTINGS[s]} {min(idle[s]):,.0f}–{max(idle[s]):,.0f}" for s in SETTINGS))
     return "\n".join(lines)
@@ -103,7 +106,6 @@ def main() -> None:
 
     started = time.time()
     results: List[Dict] = []
-    idle: Dict[str, List[float]] = {setting: [] for setting in SETTINGS}
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix="bench-malloc-") as tmp, contextlib.ExitStack() as stack:
             started_servers = {}
@@ -121,14 +123,13 @@ def main() -> None:
                             result = measure_one(server, protocol, size, concurrency, args.interval_ms)
                             results.append({"setting": setting, "size": size, "protocol": protocol,
                                             "round": round_index, **result})
-                            idle[setting].append(tritonserver_of(server).memory_info().rss / 2**20)
                             print(f"{SIZES[size]} round {round_index} {protocol} c{concurrency} {setting}: "
                                   f"p50 {result['p50_ms']:.2f} ms, {result['req_per_s']:,.0f}/s, "
                                   f"{result['faults_per_request']:,.0f} faults a request", flush=True)
-    text = table(results, idle, args)
+    text = table(results, args)
     print(text)
     args.output.write_text(json.dumps({"when": started, "python": sys.version.split()[0], "results": results,
-                                       "idle_rss_mib": idle, "table": text}, indent=1) + "\n")
+                                       "table": text}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
