@@ -115,9 +115,9 @@ def main() -> None:
                     "pytriton_like", SETTINGS[setting], pathlib.Path(tmp) / setting, instances=1, max_batch_size=64,
                     options=["--callable=plain"], env=env))
             for round_index in range(args.rounds):
+                order = list(SETTINGS) if round_index % 2 == 0 else list(reversed(SETTINGS))
                 for protocol in args.protocols:
                     for concurrency in (1, 8):
-                        order = list(SETTINGS) if round_index % 2 == 0 else list(reversed(SETTINGS))
                         for setting in order:
                             server = started_servers[setting]
                             result = measure_one(server, protocol, size, concurrency, args.interval_ms)
