@@ -243,6 +243,9 @@ class AsyncioModelClient(BaseModelClient, AsyncioServerClient):
                     by_socket.append(output)
                     continue
                 arrays = self._core.finish(result, request)
+            except ValueError:  # "mmap closed": close() in another thread unmapped the region
+                self._core.check_open()
+                raise
             finally:
                 if region is not None:
                     self._shared.give_back(region)

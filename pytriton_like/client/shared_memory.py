@@ -9,10 +9,13 @@ segments (``pytriton_like-<owner pid>-c<client>-<n>``, see ``pytriton_like.relay
 registered with the server under the same name. A request takes a free region of its client
 (regions are reused across calls; one grows by replacement), writes its inputs into it, and has
 the server write the outputs after them. ``close()`` unregisters and unlinks every region of the
-client; the segments of a client that died are unlinked by the next client (or server) that
+client: the server refuses to unregister a region that a request still holds (one in flight in
+another thread, or one whose response it has sent but not yet released), so ``close()`` asks again
+until the server lets go, for as long as one server call of the client may take. The segments of a client that died are unlinked by the next client (or server) that
 starts on this host, and their registrations dropped from the server by the next client of it.
 """
 
+import asyncio
 import dataclasses
 import itertools
 import logging
@@ -20,11 +23,13 @@ import mmap
 import os
 import re
 import threading
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+import time
+from typing import Any, Awaitable, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from tritonclient.utils import triton_to_np_dtype
 
+from .exceptions import PyTritonClientInferenceServerError
 from ..relay.shm import SEGMENT_PREFIX, SHM_DIR, aligned, process_alive, unlink_orphaned_segments
 
 __all__ = [
@@ -36,6 +41,8 @@ __all__ = [
     "read_output",
     "dead_owner_regions",
     "needed_output_bytes",
+    "still_in_use",
+    "unregister_pauses",
     "SharedRegions",
     "AsyncSharedRegions",
 ]
@@ -47,6 +54,10 @@ MIN_SHARED_BYTES = 64 * 1024
 _MIN_REGION_BYTES = 1 << 20
 _client_ids = itertools.count(1)
 # "... for output 'y' (16 bytes) should be at least 32 bytes to hold the results"
+# "Cannot unregister shared memory region 'x', it is currently in use."
+_IN_USE = "it is currently in use"
+_FIRST_PAUSE_S = 0.001
+_LONGEST_PAUSE_S = 0.05
 _TOO_SMALL = re.compile(r"for output '([^']+)' \((\d+) bytes\) should be at least (\d+) bytes")
 _CLIENT_REGION = re.compile(rf"^{re.escape(SEGMENT_PREFIX)}(\d+)-c\d+-\d+$")
 
@@ -202,6 +213,22 @@ def needed_output_bytes(message: str) -> Optional[Tuple[str, int]]:
     return (match[1], int(match[3])) if match else None
 
 
+def still_in_use(exc: BaseException) -> bool:
+    """Whether the server refused an unregistration because a request still holds the region."""
+    return isinstance(exc, PyTritonClientInferenceServerError) and _IN_USE in str(exc)
+
+
+def unregister_pauses(wait_s: float) -> Iterator[float]:
+    """The pauses before each try of an unregistration: none first, then doubling, for ``wait_s`` in all."""
+    deadline = time.monotonic() + wait_s
+    pause = 0.0
+    while True:
+        yield pause
+        if time.monotonic() + pause >= deadline:
+            return
+        pause = min(max(2 * pause, _FIRST_PAUSE_S), _LONGEST_PAUSE_S)
+
+
 def dead_owner_regions(names: Sequence[str]) -> List[str]:
     """Of the server's registered region names, those of our clients whose process is gone."""
     dead = []
@@ -212,11 +239,21 @@ def dead_owner_regions(names: Sequence[str]) -> List[str]:
     return dead
 
 
+def _warn_still_in_use(region: Region, waited_s: float) -> None:
+    _LOGGER.warning(
+        "shared-memory region %s stays registered with the server: a request still held it after %.1f s; "
+        "the next client of this server drops it once this process has ended",
+        region.name,
+        waited_s,
+    )
+
+
 class SharedRegions:
     """The shared-memory regions of a ModelClient: the pool's regions, registered with the server through ``call``."""
 
-    def __init__(self, call: Callable[..., Any]):
+    def __init__(self, call: Callable[..., Any], release_wait_s: float):
         self._call = call  # ModelClient.call_server
+        self._release_wait_s = release_wait_s  # how long close() waits for the server to let a region go
         self._pool = RegionPool()
 
     def take(self, size: int) -> Region:
@@ -245,7 +282,16 @@ class SharedRegions:
 
     def _unregister(self, region: Region) -> None:
         try:
-            self._call("unregister_system_shared_memory", name=region.name)
+            for pause in unregister_pauses(self._release_wait_s):
+                time.sleep(pause)
+                try:
+                    self._call("unregister_system_shared_memory", name=region.name)
+                    break
+                except PyTritonClientInferenceServerError as exc:
+                    if not still_in_use(exc):
+                        raise
+            else:
+                _warn_still_in_use(region, self._release_wait_s)
         except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
             _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
         region.close()
@@ -264,8 +310,9 @@ class SharedRegions:
 class AsyncSharedRegions:
     """The shared-memory regions of an AsyncioModelClient (see :class:`SharedRegions`), registered through ``call``."""
 
-    def __init__(self, call: Callable[..., Awaitable[Any]]):
+    def __init__(self, call: Callable[..., Awaitable[Any]], release_wait_s: float):
         self._call = call  # AsyncioModelClient.call_server
+        self._release_wait_s = release_wait_s
         self._pool = RegionPool()
 
     async def take(self, size: int) -> Region:
@@ -293,7 +340,16 @@ class AsyncSharedRegions:
 
     async def _unregister(self, region: Region) -> None:
         try:
-            await self._call("unregister_system_shared_memory", name=region.name)
+            for pause in unregister_pauses(self._release_wait_s):
+                await asyncio.sleep(pause)
+                try:
+                    await self._call("unregister_system_shared_memory", name=region.name)
+                    break
+                except PyTritonClientInferenceServerError as exc:
+                    if not still_in_use(exc):
+                        raise
+            else:
+                _warn_still_in_use(region, self._release_wait_s)
         except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
             _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
         region.close()

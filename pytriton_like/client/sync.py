@@ -307,6 +307,9 @@ class ModelClient(BaseModelClient, ServerClient):
                     by_socket.append(output)
                     continue
                 arrays = self._core.finish(result, request)  # outputs copied out before the region is reused
+            except ValueError:  # "mmap closed": close() in another thread unmapped the region
+                self._core.check_open()
+                raise
             finally:
                 if region is not None:
                     self._shared.give_back(region)

@@ -2,18 +2,21 @@
 system shared memory, regions reused, removed on close and after a client was killed."""
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 import stat
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from pytriton_like.client import AsyncioModelClient, FuturesModelClient, ModelClient
-from pytriton_like.client.exceptions import PyTritonClientError, PyTritonClientValueError
+from pytriton_like.client.exceptions import PyTritonClientClosedError, PyTritonClientError, PyTritonClientValueError
 from pytriton_like.model_config import ModelConfig, Tensor
 from pytriton_like.relay.shm import SEGMENT_PREFIX, SHM_DIR
 from pytriton_like.triton import Triton
@@ -25,6 +28,8 @@ FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
 FIXED = 1 << 16  # floats: a 256 KiB output the config fixes
 calls = {"Tile": 0}
+slow_started = threading.Event()
+SLOW_S = 0.5
 
 
 def double(requests):
@@ -35,6 +40,13 @@ def tile(requests):
     """y = x repeated ``reps`` times (a request parameter): an output that grows."""
     calls["Tile"] += 1
     return [{"y": np.tile(r["x"], (1, int(r.parameters.get("reps", 1))))} for r in requests]
+
+
+def slow(requests):
+    """double, after SLOW_S: a request that is still in flight when its client closes."""
+    slow_started.set()
+    time.sleep(SLOW_S)
+    return double(requests)
 
 
 def fixed(requests):
@@ -49,6 +61,7 @@ def server():
         batching = ModelConfig(max_batch_size=8)
         triton.bind(model_name="Double", infer_func=double, inputs=FLOAT_IN, outputs=FLOAT_OUT, config=batching)
         triton.bind(model_name="Tile", infer_func=tile, inputs=FLOAT_IN, outputs=FLOAT_OUT, config=batching)
+        triton.bind(model_name="Slow", infer_func=slow, inputs=FLOAT_IN, outputs=FLOAT_OUT, config=batching)
         triton.bind(model_name="Fixed", infer_func=fixed, inputs=FLOAT_IN,
                     outputs=[Tensor(name="y", dtype=np.float32, shape=(FIXED,))], config=batching)
         triton.run()
@@ -134,6 +147,52 @@ def test_tensors_through_shared_memory_regions_reused_and_removed_on_close(serve
         assert our_segments() == regions  # reused, not remade
     finally:
         client.close()
+    assert our_segments() == set()
+    assert registered(triton) == before
+
+
+def result_or_closed(pending):
+    """The in-flight call's answer; None when close() unmapped its region before it read the outputs."""
+    try:
+        return pending.result()
+    except PyTritonClientClosedError:
+        return None
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_close_during_a_request_waits_for_the_server_to_let_go_of_the_region(server, protocol):
+    triton, config = server
+    before = registered(triton)
+    slow_started.clear()
+    client = ModelClient(url_of(config, protocol), "Slow", init_timeout_s=30, use_shared_memory=True)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(client.infer_batch, X)
+        assert slow_started.wait(30)
+        client.close()  # the server refuses to unregister the region until the request is done
+        answer = result_or_closed(pending)
+    if answer is not None:
+        np.testing.assert_array_equal(answer["y"], X * 2)
+    assert our_segments() == set()
+    assert registered(triton) == before
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_asyncio_close_during_a_request_waits_for_the_server_to_let_go_of_the_region(server, protocol):
+    triton, config = server
+    before = registered(triton)
+    slow_started.clear()
+
+    async def close_during_a_request():
+        client = AsyncioModelClient(url_of(config, protocol), "Slow", init_timeout_s=30, use_shared_memory=True)
+        pending = asyncio.ensure_future(client.infer_batch(X))
+        assert await asyncio.get_running_loop().run_in_executor(None, slow_started.wait, 30)
+        await client.close()
+        await asyncio.wait([pending])
+        return result_or_closed(pending)
+
+    answer = asyncio.run(close_during_a_request())
+    if answer is not None:
+        np.testing.assert_array_equal(answer["y"], X * 2)
     assert our_segments() == set()
     assert registered(triton) == before
 

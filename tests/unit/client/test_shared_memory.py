@@ -1,5 +1,8 @@
-"""client/shared_memory.py: regions, the pool, layouts, and the server's "too small" error."""
+"""client/shared_memory.py: regions, the pool, layouts, the server's "too small" and "in use" errors."""
 
+import asyncio
+import itertools
+import logging
 import os
 import stat
 import subprocess
@@ -12,12 +15,16 @@ from pytriton_like.client.core import CallArgs
 from pytriton_like.client.exceptions import PyTritonClientInferenceServerError
 from pytriton_like.client.shared_memory import (
     MIN_SHARED_BYTES,
+    AsyncSharedRegions,
     Region,
     RegionPool,
+    SharedRegions,
     dead_owner_regions,
     needed_output_bytes,
     plan_layout,
     read_output,
+    still_in_use,
+    unregister_pauses,
 )
 from pytriton_like.relay.shm import SHM_DIR
 
@@ -103,3 +110,89 @@ def test_region_creation_fails_cleanly_when_dev_shm_cannot_hold_it():
     with pytest.raises(MemoryError, match="cannot make a"):
         Region(f"pytriton_like-{os.getpid()}-c0-huge", 1 << 50)
     assert not os.path.exists(os.path.join(SHM_DIR, f"pytriton_like-{os.getpid()}-c0-huge"))
+
+
+class Server:
+    """The server calls of a client: the unregistration of a region refused ``busy`` times as "in use"."""
+
+    def __init__(self, busy: int, error: str = "Cannot unregister shared memory region '{}', it is currently in use."):
+        self.busy = busy
+        self.error = error
+        self.unregistered = []
+        self.tries = 0
+
+    def __call__(self, call, **kwargs):
+        if call == "get_system_shared_memory_status":
+            return []
+        if call == "unregister_system_shared_memory":
+            self.tries += 1
+            if self.busy:
+                self.busy -= 1
+                raise PyTritonClientInferenceServerError(self.error.format(kwargs["name"]))
+            self.unregistered.append(kwargs["name"])
+
+
+class AsyncServer(Server):
+    async def __call__(self, call, **kwargs):
+        return Server.__call__(self, call, **kwargs)
+
+
+def sync_close(server, release_wait_s):
+    regions = SharedRegions(server, release_wait_s)
+    region = regions.take(1000)
+    regions.give_back(region)
+    regions.close()
+    return region
+
+
+def async_close(server, release_wait_s):
+    async def scenario():
+        regions = AsyncSharedRegions(server, release_wait_s)
+        region = await regions.take(1000)
+        regions.give_back(region)
+        await regions.close()
+        return region
+
+    return asyncio.run(scenario())
+
+
+CLOSES = [(sync_close, Server), (async_close, AsyncServer)]
+
+
+def test_the_servers_in_use_error_is_understood():
+    assert still_in_use(PyTritonClientInferenceServerError("Cannot unregister shared memory region 'r', it is currently in use."))
+    assert not still_in_use(PyTritonClientInferenceServerError("Unable to find system shared memory region: 'r'"))
+    assert not still_in_use(RuntimeError("it is currently in use"))
+
+
+def test_unregister_pauses_start_at_none_double_and_stop_at_the_wait():
+    assert list(itertools.islice(unregister_pauses(60), 9)) == [0.0, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.05, 0.05]
+    assert list(unregister_pauses(0)) == [0.0]
+
+
+@pytest.mark.parametrize("close, server_kind", CLOSES, ids=["sync", "asyncio"])
+def test_close_asks_again_while_a_request_still_holds_the_region(close, server_kind):
+    server = server_kind(busy=3)
+    region = close(server, release_wait_s=30)
+    assert server.tries == 4
+    assert server.unregistered == [region.name]
+    assert not os.path.exists(os.path.join(SHM_DIR, region.name))
+
+
+@pytest.mark.parametrize("close, server_kind", CLOSES, ids=["sync", "asyncio"])
+def test_close_gives_up_after_the_wait_says_so_and_unlinks_the_segment(close, server_kind, caplog):
+    server = server_kind(busy=10**9)
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.client.shared_memory"):
+        region = close(server, release_wait_s=0.05)
+    assert server.tries > 1
+    assert server.unregistered == []
+    assert f"shared-memory region {region.name} stays registered" in caplog.text
+    assert not os.path.exists(os.path.join(SHM_DIR, region.name))
+
+
+@pytest.mark.parametrize("close, server_kind", CLOSES, ids=["sync", "asyncio"])
+def test_close_does_not_ask_again_after_another_refusal(close, server_kind):
+    server = server_kind(busy=1, error="Unable to find system shared memory region: '{}'")
+    region = close(server, release_wait_s=30)
+    assert server.tries == 1
+    assert not os.path.exists(os.path.join(SHM_DIR, region.name))
