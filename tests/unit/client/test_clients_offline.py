@@ -56,7 +56,10 @@ def test_wait_for_model_times_out_on_time(url):
         with pytest.raises(PyTritonClientTimeoutError, match="server at .* was not ready within 0.3 s") as info:
             client.wait_for_model(0.3)
         assert 0.3 <= time.monotonic() - started < 2.0
-        assert isinstance(info.value.__cause__, PyTritonClientModelUnavailableError)  # connection refused
+        # the verdict chains the last probe's error: connection refused, or the only probe cut short by
+        # the deadline when the machine is busy (CI saw it)
+        assert isinstance(info.value.__cause__, (PyTritonClientModelUnavailableError, PyTritonClientTimeoutError))
+        assert info.value.__cause__.message in str(info.value)
         assert info.value.timeout_s == 0.3
 
 

@@ -109,7 +109,10 @@ def test_no_server_is_a_timeout(client_type):
     try:
         with pytest.raises(PyTritonClientTimeoutError, match="was not ready within 0.2 s") as info:
             collect(client, "infer_sample", X)
-        assert isinstance(info.value.__cause__, PyTritonClientModelUnavailableError)
+        # the verdict chains the last probe's error: connection refused, or the only probe cut short by
+        # the deadline when the machine is busy (CI saw it)
+        assert isinstance(info.value.__cause__, (PyTritonClientModelUnavailableError, PyTritonClientTimeoutError))
+        assert info.value.__cause__.message in str(info.value)
     finally:
         close(client)
 
