@@ -113,7 +113,8 @@ class BaseModelClient(ModelIdentity, BaseClient):
             use_shared_memory=use_shared_memory,
         )
         self._connections = self._CONNECTIONS(self._core)
-        self._shared = self._SHARED_REGIONS(self.call_server, self._core.control_timeout_s()) if use_shared_memory else None
+        release_wait_s = self._core.control_timeout_s()
+        self._shared = self._SHARED_REGIONS(self.call_server, release_wait_s) if use_shared_memory else None
         self._lazy_init = lazy_init
         # ready: waited for, and the config read (or given and not to be checked)
         self._ready = model_config is not None and not ensure_model_is_ready

@@ -11,8 +11,9 @@ registered with the server under the same name. A request takes a free region of
 the server write the outputs after them. ``close()`` unregisters and unlinks every region of the
 client: the server refuses to unregister a region that a request still holds (one in flight in
 another thread, or one whose response it has sent but not yet released), so ``close()`` asks again
-until the server lets go, for as long as one server call of the client may take. The segments of a client that died are unlinked by the next client (or server) that
-starts on this host, and their registrations dropped from the server by the next client of it.
+until the server lets go, for as long as one server call of the client may take. The segments of
+a client that died are unlinked by the next client (or server) that starts on this host, and
+their registrations dropped from the server by the next client of it.
 """
 
 import asyncio
@@ -29,8 +30,8 @@ from typing import Any, Awaitable, Callable, Dict, Iterator, List, Mapping, Opti
 import numpy as np
 from tritonclient.utils import triton_to_np_dtype
 
-from .exceptions import PyTritonClientInferenceServerError
 from ..relay.shm import SEGMENT_PREFIX, SHM_DIR, aligned, process_alive, unlink_orphaned_segments
+from .exceptions import PyTritonClientInferenceServerError
 
 __all__ = [
     "MIN_SHARED_BYTES",
@@ -53,11 +54,11 @@ _LOGGER = logging.getLogger(__name__)
 MIN_SHARED_BYTES = 64 * 1024
 _MIN_REGION_BYTES = 1 << 20
 _client_ids = itertools.count(1)
-# "... for output 'y' (16 bytes) should be at least 32 bytes to hold the results"
 # "Cannot unregister shared memory region 'x', it is currently in use."
 _IN_USE = "it is currently in use"
 _FIRST_PAUSE_S = 0.001
 _LONGEST_PAUSE_S = 0.05
+# "... for output 'y' (16 bytes) should be at least 32 bytes to hold the results"
 _TOO_SMALL = re.compile(r"for output '([^']+)' \((\d+) bytes\) should be at least (\d+) bytes")
 _CLIENT_REGION = re.compile(rf"^{re.escape(SEGMENT_PREFIX)}(\d+)-c\d+-\d+$")
 
