@@ -2,14 +2,16 @@
 
 Triton has no notification for these; asking again with a short back-off is the only way to wait,
 and that wait is written here once: :class:`Backoff` (the delays) and :func:`poll` (ask until yes,
-or the time is up). The clients' readiness wait (client/readiness.py), the server's control calls,
-the stop, and ``RemoteTriton`` use it.
+or the time is up; :func:`poll_async` in a coroutine). The clients' readiness wait
+(client/readiness.py), the server's control calls, the stop, ``RemoteTriton``, and a shared-memory
+client's unregistration of a region the server still holds use it.
 """
 
+import asyncio
 import time
-from typing import Callable
+from typing import Awaitable, Callable
 
-__all__ = ["Backoff", "poll"]
+__all__ = ["Backoff", "poll", "poll_async"]
 
 _FIRST_DELAY_S = 0.01
 _MAX_DELAY_S = 0.5
@@ -51,4 +53,14 @@ def poll(condition: Callable[[], bool], timeout_s: float, sleep: Callable[[float
         if backoff.expired():
             return False
         sleep(backoff.next_delay())
+    return True
+
+
+async def poll_async(condition: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
+    """:func:`poll` in a coroutine: awaits ``condition`` until it says True, or ``timeout_s`` passed."""
+    backoff = Backoff(timeout_s)
+    while not await condition():
+        if backoff.expired():
+            return False
+        await asyncio.sleep(backoff.next_delay())
     return True

@@ -16,7 +16,6 @@ a client that died are unlinked by the next client (or server) that starts on th
 their registrations dropped from the server by the next client of it.
 """
 
-import asyncio
 import dataclasses
 import itertools
 import logging
@@ -24,12 +23,12 @@ import mmap
 import os
 import re
 import threading
-import time
-from typing import Any, Awaitable, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from tritonclient.utils import triton_to_np_dtype
 
+from ..polling import poll, poll_async
 from ..relay.shm import SEGMENT_PREFIX, SHM_DIR, aligned, process_alive, unlink_orphaned_segments
 from .exceptions import PyTritonClientInferenceServerError
 
@@ -43,7 +42,6 @@ __all__ = [
     "dead_owner_regions",
     "needed_output_bytes",
     "still_in_use",
-    "unregister_pauses",
     "SharedRegions",
     "AsyncSharedRegions",
 ]
@@ -56,8 +54,6 @@ _MIN_REGION_BYTES = 1 << 20
 _client_ids = itertools.count(1)
 # "Cannot unregister shared memory region 'x', it is currently in use."
 _IN_USE = "it is currently in use"
-_FIRST_PAUSE_S = 0.001
-_LONGEST_PAUSE_S = 0.05
 # "... for output 'y' (16 bytes) should be at least 32 bytes to hold the results"
 _TOO_SMALL = re.compile(r"for output '([^']+)' \((\d+) bytes\) should be at least (\d+) bytes")
 _CLIENT_REGION = re.compile(rf"^{re.escape(SEGMENT_PREFIX)}(\d+)-c\d+-\d+$")
@@ -219,17 +215,6 @@ def still_in_use(exc: BaseException) -> bool:
     return isinstance(exc, PyTritonClientInferenceServerError) and _IN_USE in str(exc)
 
 
-def unregister_pauses(wait_s: float) -> Iterator[float]:
-    """The pauses before each try of an unregistration: none first, then doubling, for ``wait_s`` in all."""
-    deadline = time.monotonic() + wait_s
-    pause = 0.0
-    while True:
-        yield pause
-        if time.monotonic() + pause >= deadline:
-            return
-        pause = min(max(2 * pause, _FIRST_PAUSE_S), _LONGEST_PAUSE_S)
-
-
 def dead_owner_regions(names: Sequence[str]) -> List[str]:
     """Of the server's registered region names, those of our clients whose process is gone."""
     dead = []
@@ -283,19 +268,21 @@ class SharedRegions:
 
     def _unregister(self, region: Region) -> None:
         try:
-            for pause in unregister_pauses(self._release_wait_s):
-                time.sleep(pause)
-                try:
-                    self._call("unregister_system_shared_memory", name=region.name)
-                    break
-                except PyTritonClientInferenceServerError as exc:
-                    if not still_in_use(exc):
-                        raise
-            else:
+            if not poll(lambda: self._unregistered(region), self._release_wait_s):
                 _warn_still_in_use(region, self._release_wait_s)
         except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
             _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
         region.close()
+
+    def _unregistered(self, region: Region) -> bool:
+        """Asks the server to unregister ``region``: False while a request still holds it."""
+        try:
+            self._call("unregister_system_shared_memory", name=region.name)
+        except PyTritonClientInferenceServerError as exc:
+            if still_in_use(exc):
+                return False
+            raise
+        return True
 
     def _forget_dead_clients(self) -> None:
         """Unregisters the regions of this host's clients that died (their segments are unlinked already)."""
@@ -341,19 +328,20 @@ class AsyncSharedRegions:
 
     async def _unregister(self, region: Region) -> None:
         try:
-            for pause in unregister_pauses(self._release_wait_s):
-                await asyncio.sleep(pause)
-                try:
-                    await self._call("unregister_system_shared_memory", name=region.name)
-                    break
-                except PyTritonClientInferenceServerError as exc:
-                    if not still_in_use(exc):
-                        raise
-            else:
+            if not await poll_async(lambda: self._unregistered(region), self._release_wait_s):
                 _warn_still_in_use(region, self._release_wait_s)
         except Exception:  # noqa: BLE001 - the server may be gone; the segment goes anyway
             _LOGGER.debug("unregistering shared-memory region %s failed", region.name, exc_info=True)
         region.close()
+
+    async def _unregistered(self, region: Region) -> bool:
+        try:
+            await self._call("unregister_system_shared_memory", name=region.name)
+        except PyTritonClientInferenceServerError as exc:
+            if still_in_use(exc):
+                return False
+            raise
+        return True
 
     async def _forget_dead_clients(self) -> None:
         try:

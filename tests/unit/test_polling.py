@@ -1,6 +1,8 @@
 """The one wait for what tritonserver tells only when asked: a back-off doubling from 10 ms to 0.5 s."""
 
-from pytriton_like.polling import Backoff, poll
+import asyncio
+
+from pytriton_like.polling import Backoff, poll, poll_async
 
 
 class Clock:
@@ -29,3 +31,16 @@ def test_poll_asks_until_yes_or_the_time_is_up():
     assert poll(lambda: next(answers), 10, sleep=slept.append)
     assert slept == [0.01, 0.02]
     assert not poll(lambda: False, 0.05)
+
+
+def test_poll_async_asks_until_yes_or_the_time_is_up():
+    answers = iter([False, False, True])
+
+    async def answer():
+        return next(answers)
+
+    async def never():
+        return False
+
+    assert asyncio.run(poll_async(answer, 10))
+    assert not asyncio.run(poll_async(never, 0.05))

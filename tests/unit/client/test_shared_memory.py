@@ -1,7 +1,6 @@
 """client/shared_memory.py: regions, the pool, layouts, the server's "too small" and "in use" errors."""
 
 import asyncio
-import itertools
 import logging
 import os
 import stat
@@ -24,7 +23,6 @@ from pytriton_like.client.shared_memory import (
     plan_layout,
     read_output,
     still_in_use,
-    unregister_pauses,
 )
 from pytriton_like.relay.shm import SHM_DIR
 
@@ -163,11 +161,6 @@ def test_the_servers_in_use_error_is_understood():
     assert still_in_use(PyTritonClientInferenceServerError("Cannot unregister shared memory region 'r', it is currently in use."))
     assert not still_in_use(PyTritonClientInferenceServerError("Unable to find system shared memory region: 'r'"))
     assert not still_in_use(RuntimeError("it is currently in use"))
-
-
-def test_unregister_pauses_start_at_none_double_and_stop_at_the_wait():
-    assert list(itertools.islice(unregister_pauses(60), 9)) == [0.0, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.05, 0.05]
-    assert list(unregister_pauses(0)) == [0.0]
 
 
 @pytest.mark.parametrize("close, server_kind", CLOSES, ids=["sync", "asyncio"])
