@@ -10,6 +10,7 @@
 #include "call_conn.h"
 #include "calls.h"
 #include "log.h"
+#include "traces.h"
 
 /* The calls whose requests Triton holds (calls_made): few at a time, linked by made_next. */
 static pthread_mutex_t made_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -184,7 +185,7 @@ TRITONSERVER_Error* call_start(struct nested_call* call, TRITONSERVER_Server* se
     call->request = request; /* before Triton may answer it */
     pthread_mutex_unlock(&conn->lock);
     made_add(call, request);
-    error = TRITONSERVER_ServerInferAsync(server, request, NULL);
+    error = traces_infer(header.value, server, request); /* traced as a child of its caller's request */
     if (error != NULL) {
       made_remove(call);
       pthread_mutex_lock(&conn->lock);

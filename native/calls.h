@@ -6,7 +6,8 @@
  * connection, it asks about a model (MODEL: ready, and its config as JSON) or runs a request
  * (CALL): the backend builds a TRITONSERVER_InferenceRequest over the call's tensors as they lie in
  * the message or in the caller's arena (no copy), runs it with TRITONSERVER_ServerInferAsync as
- * Triton's Python backend runs BLS, has the outputs written straight into its own arena for the
+ * Triton's Python backend runs BLS (traced as a child of the trace of the request it is made for:
+ * traces.h), has the outputs written straight into its own arena for the
  * caller (the response allocator), and answers with REPLY messages. Closing the connection
  * cancels its call in Triton's core (what a caller's timeout does). pytriton_like/relay/calls.py
  * is the other end; the wire format is protocol.py's. */

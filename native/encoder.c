@@ -9,6 +9,7 @@
 #include "log.h"
 #include "settings.h"
 #include "slots.h"
+#include "traces.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -141,8 +142,11 @@ TRITONSERVER_Error* encode_batch(struct instance_state* inst, struct slot* slot,
       TRY(TRITONBACKEND_RequestFlags(request, &flags));
       TRY(correlation_id(request, &id_kind, &id, &id_text));
     }
-    RESERVE(msg, WIRE_REQUEST_SIZE + (id_kind == WIRE_ID_STRING ? id : 0));
+    uint64_t trace = traces_add(request);
+    if (trace) flags |= WIRE_REQUEST_TRACED;
+    RESERVE(msg, WIRE_REQUEST_SIZE + 8 + (id_kind == WIRE_ID_STRING ? id : 0));
     wire_put_request(msg, (uint16_t)inputs, (uint16_t)params, (uint16_t)outputs, id_kind, flags, id);
+    if (trace) wire_put_u64(msg, trace);
     if (id_kind == WIRE_ID_STRING) wire_put_bytes(msg, id_text, id);
     TRY(encode_parameters(msg, request, params));
     for (uint32_t o = 0; o < outputs; o++) {

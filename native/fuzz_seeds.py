@@ -36,6 +36,7 @@ def call_seeds():
     request = Request({"x": np.arange(6, dtype=np.float32).reshape(2, 3), "s": np.array([[b"ab"], [b""]], dtype=object)},
                       {"add": 5, "name": "text", "flag": True, "scale": 0.5}, ["y"])
     yield b"", joined(encode_call(1, "Inner", "", "0", request)[0])
+    yield b"", joined(encode_call(4, "Inner", "", "2", Request({"x": np.ones(4, np.float32)}), trace=12345)[0])
     sequence = Request({"x": np.zeros((1, 2), np.int64)})
     sequence.sequence_id, sequence.sequence_start, sequence.sequence_end = "session", True, True
     yield b"", joined(encode_call(2, "Counter", "3", "17", sequence, stream=True)[0])

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "slots.h"
+#include "traces.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -30,6 +31,7 @@ void finish_request(struct instance_state* inst, TRITONBACKEND_Request* request,
   relay_check(TRITONBACKEND_ModelInstanceReportStatistics(inst->instance, request, success, exec_start, compute_start,
                                                           compute_end, now_ns()),
               __LINE__);
+  traces_remove(request);
   relay_check(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), __LINE__);
 }
 

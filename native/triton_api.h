@@ -164,6 +164,9 @@ TRITONSERVER_Error* TRITONSERVER_ServerModelConfig(TRITONSERVER_Server* server, 
                                                    TRITONSERVER_Message** model_config);
 TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(TRITONSERVER_Server* server, TRITONSERVER_InferenceRequest* request,
                                                   TRITONSERVER_InferenceTrace* trace);
+TRITONSERVER_Error* TRITONSERVER_InferenceTraceId(TRITONSERVER_InferenceTrace* trace, uint64_t* id);
+TRITONSERVER_Error* TRITONSERVER_InferenceTraceSpawnChildTrace(TRITONSERVER_InferenceTrace* trace,
+                                                              TRITONSERVER_InferenceTrace** child_trace);
 
 /* tritonbackend.h: what Triton provides */
 TRITONSERVER_Error* TRITONBACKEND_ModelServer(TRITONBACKEND_Model* model, TRITONSERVER_Server** server);
@@ -207,6 +210,7 @@ TRITONSERVER_Error* TRITONBACKEND_RequestOutputCount(TRITONBACKEND_Request* requ
 TRITONSERVER_Error* TRITONBACKEND_RequestOutputName(TRITONBACKEND_Request* request, const uint32_t index,
                                                     const char** output_name);
 TRITONSERVER_Error* TRITONBACKEND_RequestRelease(TRITONBACKEND_Request* request, uint32_t release_flags);
+TRITONSERVER_Error* TRITONBACKEND_RequestTrace(TRITONBACKEND_Request* request, TRITONSERVER_InferenceTrace** trace);
 TRITONSERVER_Error* TRITONBACKEND_InputProperties(TRITONBACKEND_Input* input, const char** name,
                                                   TRITONSERVER_DataType* datatype, const int64_t** shape,
                                                   uint32_t* dims_count, uint64_t* byte_size, uint32_t* buffer_count);

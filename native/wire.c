@@ -59,6 +59,11 @@ void wire_put_u16(struct wire_buf* buf, uint16_t value) {
   buf->len += 2;
 }
 
+void wire_put_u64(struct wire_buf* buf, uint64_t value) {
+  put_le(buf->data + buf->len, value, 8);
+  buf->len += 8;
+}
+
 void wire_pad(struct wire_buf* buf, size_t multiple) {
   size_t end = wire_align(buf->len, multiple);
   memset(buf->data + buf->len, 0, end - buf->len);

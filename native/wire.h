@@ -8,6 +8,8 @@
  *   records  from the next multiple of 8: per request (BATCH) or per response (RESULT)
  *   data     from data_offset (a multiple of 64): the inline tensors, each at a multiple of 64
  * BATCH request record: <HHHBBIQ  n_inputs n_params n_outputs id_kind pad flags id
+ *   with flags' TRACED bit: <Q, the id of Triton's trace of the request (a nested call's CALL names it
+ *   in its header's value, to be traced as its child; 0: none), then
  *   id string (id_kind 2: id is its length), then n_params x (<BBHI type pad key_len value_len,
  *   key, value), then n_outputs x (<H len, name), then n_inputs tensor records.
  * RESULT response record: <HHI  n_outputs status error_len, error text, n_outputs tensor records.
@@ -33,6 +35,8 @@ enum wire_flag {
  * those whose outputs the caller still holds, a REPLY's the one its outputs are in. */
 #define WIRE_CALL_ARENAS 32u
 enum wire_where { WIRE_INLINE = 0, WIRE_ARENA = 1 };
+/* A request record's flags: Triton's sequence flags (START 1, END 2), and TRACED (BATCH only). */
+#define WIRE_REQUEST_TRACED 0x100u
 enum wire_id_kind { WIRE_ID_NONE = 0, WIRE_ID_UINT = 1, WIRE_ID_STRING = 2 };
 enum wire_param_type { WIRE_PARAM_STRING = 0, WIRE_PARAM_INT = 1, WIRE_PARAM_BOOL = 2, WIRE_PARAM_DOUBLE = 3 };
 
@@ -73,6 +77,7 @@ void wire_buf_free(struct wire_buf* buf);
 void wire_put_header(uint8_t* at, const struct wire_header* header);
 void wire_put_bytes(struct wire_buf* buf, const void* data, size_t len);
 void wire_put_u16(struct wire_buf* buf, uint16_t value);
+void wire_put_u64(struct wire_buf* buf, uint64_t value);
 void wire_pad(struct wire_buf* buf, size_t multiple);
 void wire_put_request(struct wire_buf* buf, uint16_t n_inputs, uint16_t n_params, uint16_t n_outputs, uint8_t id_kind,
                       uint32_t flags, uint64_t id);

@@ -1,12 +1,14 @@
 """What an inference callable receives and returns: ``Request`` and ``Response`` (docs/inference_callable.md)."""
 
-# Stdlib and numpy only.
+# Stdlib and numpy only (and nested_trace, stdlib only).
 
 import contextlib
 import dataclasses
 from typing import Any, ContextManager, Dict, Iterator, List, MutableMapping, Optional, Union
 
 import numpy as np
+
+from .. import nested_trace
 
 __all__ = ["Request", "Requests", "Response", "Responses"]
 
@@ -39,9 +41,14 @@ class Request(MutableMapping):
 
     # Set with ``span`` by pytriton_like.tracing: opens a child span of it.
     _span_opener = None
+    # The id of Triton's trace of the request, while Triton traces it (set by the relay's codec; 0: not traced).
+    _triton_trace = 0
 
     def traced_span(self, span_name: str, **kwargs: Any) -> ContextManager[Any]:
         """A child span of this request's span named ``span_name`` (a no-op while tracing is off).
+
+        Nested calls made inside are made for this request: Triton traces them as children of its
+        trace of the request, while it traces it (docs/tracing.md).
 
         Args:
             span_name: the child span's name.
@@ -51,9 +58,10 @@ class Request(MutableMapping):
             >>> with request.traced_span("preprocess"):  # doctest: +SKIP
             ...     tokens = tokenize(request["text"])
         """
-        if self._span_opener is None:
-            return contextlib.nullcontext()
-        return self._span_opener(span_name, **kwargs)
+        span = contextlib.nullcontext() if self._span_opener is None else self._span_opener(span_name, **kwargs)
+        if not self._triton_trace:
+            return span
+        return _continuing(self._triton_trace, span)
 
     def __getitem__(self, input_name: str) -> np.ndarray:
         return self.data[input_name]
@@ -69,6 +77,12 @@ class Request(MutableMapping):
 
     def __len__(self) -> int:
         return len(self.data)
+
+
+@contextlib.contextmanager
+def _continuing(trace: int, span: ContextManager[Any]) -> Iterator[Any]:
+    with nested_trace.continuing(trace), span as opened:
+        yield opened
 
 
 Requests = List[Request]

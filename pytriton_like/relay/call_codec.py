@@ -10,7 +10,8 @@ guards the socket) and gets a WELCOME (FAILED with a text when refused). Then, o
   why); FAILED (``value`` Triton's error code) when the question itself fails.
 - CALL (text ``<model>\\0<version>\\0<request id>``, ``batch_id`` the call's id, one request record
   as a BATCH's, tensors inline or in the caller's arena; ``slot`` the mask of the backend's output
-  arenas whose outputs the caller still holds) gets REPLYs: each with one response record and its
+  arenas whose outputs the caller still holds; ``value`` the id of Triton's trace of the request
+  the callable was handling, 0 for none: the call's trace is its child) gets REPLYs: each with one response record and its
   outputs (inline, or in output arena ``slot``, one the caller did not hold: its descriptor comes
   with the REPLY that makes or replaces it), or FAILED with Triton's error code (``value``) and
   message; the FINAL one says the call is done (Triton gave its request back), and the caller may
@@ -89,24 +90,26 @@ def encode_model(question_id: int, model: str, version: Optional[str]) -> bytes:
 
 
 def encode_call(call_id: int, model: str, version: Optional[str], request_id: str, request: Request, *,
-                arena=None, threshold: int = 1 << 62, stream: bool = False, held: int = 0) -> Tuple[List[Any], bool]:
+                arena=None, threshold: int = 1 << 62, stream: bool = False, held: int = 0,
+                trace: int = 0) -> Tuple[List[Any], bool]:
     """The parts of a CALL of ``request`` to ``model`` and whether ``arena`` (shm.Arena, the caller's:
     tensors of ``threshold`` bytes and more) was replaced (its descriptor must go along). ``held``:
-    the mask of the output arenas whose outputs the caller still holds."""
+    the mask of the output arenas whose outputs the caller still holds; ``trace``: the id of
+    Triton's trace of the request the call is made for (0: none), which the call's trace continues."""
     head = request_head(request, int(request.sequence_start) | 2 * int(request.sequence_end))
     text = f"{model}\0{version or ''}\0{request_id}".encode("utf-8")
     flags = _STREAM if stream else 0
-    plain = _plain_call(call_id, flags, held, text, head, request.data, threshold)
+    plain = _plain_call(call_id, flags, held, trace, text, head, request.data, threshold)
     if plain is not None:
         return plain, False
     message = Message(arena, threshold)
     message.item(head, request.data.items())
     records, replaced = message.records()
     flags |= _NEW_ARENA if replaced else 0
-    return message.parts(Kind.CALL, flags, call_id, 0, held, records, text), replaced
+    return message.parts(Kind.CALL, flags, call_id, trace, held, records, text), replaced
 
 
-def _plain_call(call_id: int, flags: int, held: int, text: bytes, head: bytes, tensors: Dict[str, Any],
+def _plain_call(call_id: int, flags: int, held: int, trace: int, text: bytes, head: bytes, tensors: Dict[str, Any],
                 threshold: int) -> Optional[List[Any]]:
     """The CALL :func:`encode_call` makes, for the common case (every tensor a C-contiguous numeric
     array below ``threshold``: inline, as it is); None otherwise. A nested call's cost follows the
@@ -132,7 +135,7 @@ def _plain_call(call_id: int, flags: int, held: int, text: bytes, head: bytes, t
         if padding:
             data.append(PADDING[padding])
         data_len += nbytes + padding
-    return finish(message, Kind.CALL, flags, 1, call_id, 0, held, data, len(text))
+    return finish(message, Kind.CALL, flags, 1, call_id, trace, held, data, len(text))
 
 
 def decode_reply(body, arena=None, header: Optional[Header] = None) -> Reply:
@@ -166,8 +169,8 @@ def decode_reply(body, arena=None, header: Optional[Header] = None) -> Reply:
 # -- the backend's side, in Python: the reference of native/call_*.c (tests and fuzz seeds) ------
 
 
-def decode_call(body, arena=None) -> Tuple[int, str, str, str, int, Request]:
-    """(call id, model, version, request id, flags, request) of a CALL."""
+def decode_call(body, arena=None) -> Tuple[int, str, str, str, int, int, Request]:
+    """(call id, model, version, request id, flags, the trace it continues, request) of a CALL."""
     header = read_header(body)
     if header.kind != Kind.CALL or header.count != 1:
         raise ProtocolError("expected a CALL of one request")
@@ -176,7 +179,7 @@ def decode_call(body, arena=None) -> Tuple[int, str, str, str, int, Request]:
         request, _ = read_request(body, header.records, header.data_offset, arena)
     except DECODE_ERRORS as exc:
         raise ProtocolError(f"malformed CALL: {type(exc).__name__}: {exc}") from None
-    return header.batch_id, model, version, request_id, header.flags, request
+    return header.batch_id, model, version, request_id, header.flags, header.value, request
 
 
 def encode_reply(reply_id: int, outputs: Optional[Dict[str, Any]] = None, *, error: Optional[Tuple[int, str]] = None,

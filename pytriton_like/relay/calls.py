@@ -25,6 +25,7 @@ from typing import AsyncIterator, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
+from .. import nested_trace
 from ..proxy.types import Request
 from . import shm
 from .call_codec import Reply, decode_reply, encode_call, encode_hello, encode_model
@@ -209,7 +210,8 @@ class CallChannel:
     def _send_call(self, name: str, version: Optional[str], request_id: str, request: Request, *,
                    stream: bool) -> None:
         parts, replaced = encode_call(next(self._ids), name, version, request_id, request, arena=self._arena,
-                                      threshold=OUTPUT_THRESHOLD_BYTES, stream=stream, held=self._held_mask())
+                                      threshold=OUTPUT_THRESHOLD_BYTES, stream=stream, held=self._held_mask(),
+                                      trace=nested_trace.current())
         try:
             self._channel.send(parts, self._arena.pending_fd if replaced else None)
         except BaseException:

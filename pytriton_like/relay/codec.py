@@ -26,8 +26,10 @@ from .wire_format import (  # the format's private constants too: this module is
     PARAM_INT,
     PARAM_STRING,
     REQUEST,
+    REQUEST_TRACED,
     RESPONSE,
     U16,
+    U64,
     _FAILED,
     _FINAL,
     _LITTLE_CODES,
@@ -88,6 +90,10 @@ def read_request(body, pos: int, data_offset: int, arena) -> Tuple[Request, int]
     """The request whose record is at ``pos``, and the position after it (a BATCH's, or a CALL's)."""
     n_inputs, n_params, n_outputs, id_kind, _, flags, ident = REQUEST.unpack_from(body, pos)
     pos += REQUEST.size
+    trace = 0
+    if flags & REQUEST_TRACED:
+        (trace,) = U64.unpack_from(body, pos)
+        pos += 8
     sequence_id = None
     if id_kind == ID_UINT:
         sequence_id = ident
@@ -114,6 +120,8 @@ def read_request(body, pos: int, data_offset: int, arena) -> Tuple[Request, int]
         name, array, pos = read_tensor(body, pos, data_offset, arena)
         data[name] = array
     request = Request(data, parameters, outputs)
+    if trace:
+        request._triton_trace = trace  # noqa: SLF001
     if id_kind:
         request.sequence_id = sequence_id
         request.sequence_start = bool(flags & 1)
@@ -155,13 +163,16 @@ def encode_batch(batch_id: int, slot: int, requests: Sequence[Request], *, arena
     for index, request in enumerate(requests):
         flags = request_flags[index] if index < len(request_flags) else (
             int(request.sequence_start) | 2 * int(request.sequence_end))
+        if request._triton_trace:  # noqa: SLF001 - the codec's own field of Request
+            flags |= REQUEST_TRACED
         message.item(request_head(request, flags), request.data.items())
     records, replaced = message.records()
     return message.parts(Kind.BATCH, _NEW_ARENA if replaced else 0, batch_id, message.big, slot, records), replaced
 
 
 def request_head(request: Request, flags: int) -> bytes:
-    """A request's record up to its tensors: the record, its correlation id, parameters and output names."""
+    """A request's record up to its tensors: the record, its trace id (``flags`` with REQUEST_TRACED),
+    correlation id, parameters and output names."""
     params = request.parameters or {}
     outputs = request.requested_output_names or ()
     id_kind, ident, id_text = ID_NONE, 0, b""
@@ -171,6 +182,8 @@ def request_head(request: Request, flags: int) -> bytes:
     elif request.sequence_id:
         id_kind, ident = ID_UINT, int(request.sequence_id)
     head = bytearray(REQUEST.pack(len(request.data), len(params), len(outputs), id_kind, 0, flags, ident))
+    if flags & REQUEST_TRACED:
+        head += U64.pack(request._triton_trace)  # noqa: SLF001
     head += id_text
     for key, value in params.items():
         kind, raw = _encode_parameter(value)

@@ -17,7 +17,9 @@ arena per direction. ``value`` is per kind: HELLO the backend's pid, WELCOME the
 shared-memory threshold in bytes, BATCH how many bytes of the sender's arena its tensors use (so
 the relay server can give their pages back early, shm.py), RESULT the nanoseconds the callable took.
 
-A BATCH request record (REQUEST) is followed by its correlation id text (``id_kind`` 2: ``id``
+A BATCH request record (REQUEST) is followed by, when its ``flags`` (Triton's sequence flags:
+START 1, END 2) have REQUEST_TRACED, a u64: the id of Triton's trace of the request; then by its
+correlation id text (``id_kind`` 2: ``id``
 is its length), its parameters (PARAM each, then the key and the value: text UTF-8, int i64,
 bool u8, double f64), its requested output names (U16 length and the name each; ``n_outputs`` 0
 means all) and its input tensors. A RESULT response record (RESPONSE) is followed by its error
@@ -37,7 +39,8 @@ Nested calls (a callable calling a model of its server) use the same framing and
 another socket, the backend's call socket: HELLO (caller -> backend) and WELCOME, then MODEL
 questions and CALLs (caller -> backend, one request record as in a BATCH) answered by REPLYs (one
 response record as in a RESULT, or FAILED with Triton's error code); :mod:`.call_codec` says what
-each field holds.
+each field holds. A CALL's ``value`` is the trace id of the request its callable was handling (0:
+none): Triton traces the call as a child of that trace while its request is in flight.
 
 The format's definitions are in :mod:`.wire_format` (constants, kinds, flags, records, header,
 BYTES serialisation), the encoders and decoders in :mod:`.codec` (nested calls': :mod:`.call_codec`);

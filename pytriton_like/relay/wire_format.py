@@ -24,6 +24,8 @@ __all__ = [
     "RESPONSE",
     "TENSOR",
     "U16",
+    "U64",
+    "REQUEST_TRACED",
     "MAX_DIMS",
     "ALIGN",
     "INLINE",
@@ -82,6 +84,8 @@ PARAM = struct.Struct("<BBHI")
 RESPONSE = struct.Struct("<HHI")
 TENSOR = struct.Struct("<BBHIQQ")
 U16 = struct.Struct("<H")
+U64 = struct.Struct("<Q")
+REQUEST_TRACED = 0x100  # a BATCH request record's flag: the id of Triton's trace of the request follows it
 MAX_DIMS = 32
 ALIGN = 64
 INLINE, IN_ARENA = 0, 1

@@ -12,6 +12,7 @@ import inspect
 import logging
 from typing import AsyncIterator, Callable, Coroutine, List, Optional
 
+from .. import nested_trace
 from ..proxy.types import Request
 from .hints import call_hint
 
@@ -35,15 +36,22 @@ class BatchCall:
             self._loop = asyncio.new_event_loop()
 
     def __call__(self, requests: List[Request]):
+        trace = nested_trace.of_batch(requests)
         try:
-            if self._loop is not None:
-                return self._loop.run_until_complete(self._func(requests))
-            return self._func(requests)
+            if trace:
+                with nested_trace.continuing(trace):
+                    return self._call(requests)
+            return self._call(requests)
         except TypeError as exc:
             hint = call_hint(self._func, exc, requests)
             if hint is None:
                 raise
             raise TypeError(f"{exc}; {hint}") from exc
+
+    def _call(self, requests: List[Request]):
+        if self._loop is not None:
+            return self._loop.run_until_complete(self._func(requests))
+        return self._func(requests)
 
     def close(self) -> None:
         if self._loop is not None:
@@ -66,12 +74,17 @@ class ResponseStream:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_threads, thread_name_prefix="pytriton_like-call")
 
     async def __call__(self, requests: List[Request]) -> AsyncIterator:
+        """The batch's responses; called in a task of the batch's own (StreamServer), whose context
+        holds the Triton trace its nested calls continue (:mod:`..nested_trace`)."""
         loop = asyncio.get_running_loop()
+        trace = nested_trace.of_batch(requests)
+        if trace:
+            nested_trace.enter(trace)
         try:
             if self._async:
                 result = self._func(requests)
             else:
-                result = await loop.run_in_executor(self._pool, self._func, requests)
+                result = await loop.run_in_executor(self._pool, nested_trace.call_continuing, trace, self._func, requests)
         except TypeError as exc:
             hint = call_hint(self._func, exc, requests)
             if hint is None:
@@ -88,7 +101,7 @@ class ResponseStream:
             step: Optional[concurrent.futures.Future] = None
             try:
                 while True:
-                    step = self._pool.submit(next, result, _DONE)
+                    step = self._pool.submit(nested_trace.call_continuing, trace, next, result, _DONE)
                     responses = await asyncio.wrap_future(step)
                     if responses is _DONE:
                         return

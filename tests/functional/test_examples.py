@@ -200,6 +200,11 @@ def test_tracing_prints_the_request_span_and_its_children():
     pipelines = {span_id for span_id, _, model in spans if model == "Pipeline"}
     assert len(pipelines) == 2
     assert {parent for _, parent, model in spans if model == "WordCount" and parent} == pipelines
+    # Triton's own trace: each Pipeline request's has the trace of its nested call as a child
+    traces = re.findall(r"triton trace (\d+) (\w+)(?: \(in trace (\d+)\))?", output)
+    pipelines = {trace_id for trace_id, model, _ in traces if model == "Pipeline"}
+    assert len(pipelines) == 2 and len(traces) == 6
+    assert sorted(parent for _, model, parent in traces if model == "WordCount") == sorted(["", ""] + list(pipelines))
     assert "server stopped (exit code 0)" in output
 
 

@@ -19,7 +19,7 @@ PACKAGE = pathlib.Path(pytriton_like.__file__).parent
 LAYERS: List[List[str]] = [
     # stdlib/numpy only: the error tree, constants, what a callable receives
     ["pytriton_like", "pytriton_like.exceptions", "pytriton_like.constants", "pytriton_like.console", "pytriton_like.polling",
-     "pytriton_like.access_tokens", "pytriton_like.tracing", "pytriton_like.proxy", "pytriton_like.supervisor"],
+     "pytriton_like.access_tokens", "pytriton_like.tracing", "pytriton_like.nested_trace", "pytriton_like.proxy", "pytriton_like.supervisor"],
     # the relay's wire format, transport, arenas, the built backend's path
     ["pytriton_like.relay"],
     # the model specs and config.pbtxt

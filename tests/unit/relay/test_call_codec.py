@@ -38,12 +38,25 @@ def test_a_call_carries_its_model_request_id_parameters_sequence_and_tensors():
     body = joined(parts)
     header = read_header(body)
     assert header.kind == Kind.CALL and header.batch_id == 7 and header.flags == Flags.STREAM
-    call_id, model, version, request_id, flags, decoded = decode_call(body)
-    assert (call_id, model, version, request_id) == (7, "Inner", "2", "41")
+    call_id, model, version, request_id, flags, trace, decoded = decode_call(body)
+    assert (call_id, model, version, request_id, trace) == (7, "Inner", "2", "41", 0)
     assert decoded.parameters == {"add": 5, "name": "text", "flag": True, "scale": 0.5}
     assert decoded.requested_output_names == ["y"]
     assert (decoded.sequence_id, decoded.sequence_start, decoded.sequence_end) == ("session-1", True, False)
     assert np.array_equal(decoded["x"], request["x"]) and decoded["s"].tolist() == [[b"ab"], [b""]]
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [{"x": np.ones(4, dtype=np.float32)}, {"s": np.array([b"text"], dtype=object)}],
+    ids=["plain", "bytes"],
+)
+def test_a_call_names_the_trace_of_the_request_it_is_made_for(inputs):
+    parts, _ = encode_call(3, "Inner", None, "0", Request(inputs), trace=(1 << 63) + 5)
+    assert read_header(joined(parts)).value == (1 << 63) + 5
+    *_, flags, trace, decoded = decode_call(joined(parts))
+    assert (flags, trace) == (0, (1 << 63) + 5)
+    assert decoded.keys() == inputs.keys()
 
 
 def test_large_inputs_go_to_the_callers_arena_and_its_descriptor_goes_along():
@@ -55,7 +68,7 @@ def test_large_inputs_go_to_the_callers_arena_and_its_descriptor_goes_along():
         header = read_header(joined(parts))
         assert replaced and header.flags == Flags.NEW_ARENA and header.slot == 0b101
         mapped = map_received(os.dup(arena.pending_fd))
-        _, _, version, _, _, decoded = decode_call(joined(parts), mapped)
+        _, _, version, _, _, _, decoded = decode_call(joined(parts), mapped)
         assert version == "" and np.array_equal(decoded["x"], big) and np.array_equal(decoded["small"], np.ones(3))
         assert len(joined(parts)) < 4096  # the large input is not in the message
     finally:

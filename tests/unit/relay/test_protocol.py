@@ -137,6 +137,17 @@ def test_sequence_ids_and_flags():
     assert plain.requests[0].sequence_id is None
 
 
+def test_a_traced_requests_record_carries_the_id_of_its_trace():
+    x = {"x": np.ones(1, np.int64)}
+    traced = Request(dict(x), sequence_id="user-7", sequence_end=True)
+    traced._triton_trace = (1 << 64) - 1
+    batch, _ = batch_roundtrip([traced, Request(dict(x))])
+    first, second = batch.requests
+    assert (first._triton_trace, second._triton_trace) == ((1 << 64) - 1, 0)
+    assert (first.sequence_id, first.sequence_start, first.sequence_end) == ("user-7", False, True)
+    assert np.array_equal(first["x"], x["x"]) and np.array_equal(second["x"], x["x"])
+
+
 def test_large_tensors_go_to_the_arena_aligned_and_small_ones_inline(arena):
     small, big = np.ones(3, np.float32), np.ones(100_001, np.uint8)
     parts, replaced = encode_batch(1, 0, [Request({"a": big, "b": small, "c": big})], arena=arena, threshold=1000)

@@ -1,0 +1,162 @@
+"""Triton's own trace (``TritonConfig(trace_config=[...])``, mode triton, to a file) of nested calls:
+each is a child of the trace of the request its callable was handling, as a BLS request is.
+
+tritonserver writes the file when it stops; each trace is spread over several records there.
+"""
+
+import concurrent.futures
+import contextvars
+import json
+import threading
+import time
+
+import numpy as np
+
+from pytriton_like.client import DecoupledModelClient, ModelClient
+from pytriton_like.decorators import batch, triton_context
+from pytriton_like.model_config import DynamicBatcher, ModelConfig, Tensor
+from pytriton_like.triton import Triton
+
+from .conftest import free_config, url_of
+
+X = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
+Y = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
+LATE_CALLS = []  # what the nested calls Late made after answering got (it runs in this process)
+LATE_THREADS = []  # the threads that make them
+
+
+def double(requests):
+    return [{"y": request["x"] * 2} for request in requests]
+
+
+@batch
+@triton_context
+def call_double(triton_context, x):
+    return {"y": triton_context.client("Double").infer_batch(x=x)["y"]}
+
+
+@batch
+@triton_context
+async def call_double_async(triton_context, x):
+    return {"y": (await triton_context.async_client("Double").infer_batch(x=x))["y"]}
+
+
+@triton_context
+def stream_double(requests, triton_context):
+    for step in range(2):
+        yield [{"y": triton_context.client("Double").infer_batch(x=request["x"])["y"] + step} for request in requests]
+
+
+@triton_context
+def calls_per_request(requests, triton_context):
+    """Calls Double x times for each request (x: 1, 2 or 3), each call made for its request."""
+    responses = []
+    for request in requests:
+        with request.traced_span("calls"):
+            for _ in range(int(request["x"][0, 0])):
+                y = triton_context.client("Double").infer_batch(x=request["x"])["y"]
+        responses.append({"y": y})
+    return responses
+
+
+@batch
+@triton_context
+def call_after_answering(triton_context, x):
+    """Answers at once; a thread, in the callable's context, calls Double once the request was answered."""
+    client = triton_context.client("Double")
+
+    def late_call():
+        time.sleep(0.5)
+        LATE_CALLS.append(client.infer_batch(x=x + 1)["y"].tolist())
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(late_call,))
+    LATE_THREADS.append(thread)
+    thread.start()
+    return {"y": x}
+
+
+def traces(path) -> dict:
+    """Trace id -> {"model": ..., "parent": ... (0: none)}, merged from the file's records."""
+    with open(path) as trace_file:
+        records = json.load(trace_file)
+    found = {}
+    for record in records:
+        trace = found.setdefault(int(record["id"]), {"model": None, "parent": 0})
+        if "model_name" in record:
+            trace["model"] = record["model_name"]
+            trace["parent"] = int(record.get("parent_id", 0))
+    return found
+
+
+def trace_config(path, rate: int = 1):
+    return free_config(trace_config=["mode=triton", f"triton,file={path}", f"rate={rate}", "level=TIMESTAMPS"])
+
+
+def test_a_nested_call_is_traced_as_a_child_of_the_request_it_is_made_for(tmp_path):
+    path = tmp_path / "trace.json"
+    config = trace_config(path)
+    batcher = ModelConfig(max_batch_size=8, batcher=DynamicBatcher(max_queue_delay_microseconds=100_000))
+    with Triton(config=config) as triton:
+        triton.bind("Double", double, X, Y, config=ModelConfig(max_batch_size=8))
+        triton.bind("Call", call_double, X, Y, config=ModelConfig(max_batch_size=8))
+        triton.bind("CallAsync", call_double_async, X, Y, config=ModelConfig(max_batch_size=8))
+        triton.bind("CallInWorkers", call_double, X, Y, config=ModelConfig(max_batch_size=8), workers=1)
+        triton.bind("StreamCall", stream_double, X, Y, config=ModelConfig(max_batch_size=8, decoupled=True))
+        triton.bind("CallsPerRequest", calls_per_request, X, Y, config=batcher)
+        for name in ("Call", "CallAsync", "CallInWorkers"):
+            with ModelClient(url_of(config, "grpc"), name) as client:
+                assert client.infer_sample(np.array([1.0], np.float32))["y"].tolist() == [2.0]
+        with DecoupledModelClient(url_of(config, "grpc"), "StreamCall") as client:
+            assert [result["y"].tolist() for result in client.infer_sample(np.array([1.0], np.float32))] == [[2.0], [3.0]]
+
+        def calls(x):  # three requests at once: Triton may batch them together
+            with ModelClient(url_of(config, "http"), "CallsPerRequest") as client:
+                return client.infer_sample(np.array([x], np.float32))["y"].tolist()
+
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            assert list(pool.map(calls, [1.0, 2.0, 3.0])) == [[2.0], [4.0], [6.0]]
+    found = traces(path)
+    children = {}
+    for trace_id, trace in found.items():
+        if trace["model"] == "Double":
+            assert trace["parent"] in found, trace  # every nested call is some request's child
+            children[trace["parent"]] = children.get(trace["parent"], 0) + 1
+        else:
+            assert trace["parent"] == 0, trace  # the callers' requests came from clients
+    calls = {}
+    for trace_id, trace in found.items():
+        if trace["model"] != "Double":
+            calls.setdefault(trace["model"], []).append(children.get(trace_id, 0))
+    assert {model: sorted(counts) for model, counts in calls.items()} == {
+        "Call": [1], "CallAsync": [1], "CallInWorkers": [1], "StreamCall": [2], "CallsPerRequest": [1, 2, 3]
+    }
+
+
+def test_only_the_requests_triton_traces_have_their_nested_calls_traced(tmp_path):
+    path = tmp_path / "trace.json"
+    config = trace_config(path, rate=2)  # every second request from a client
+    with Triton(config=config) as triton:
+        triton.bind("Double", double, X, Y, config=ModelConfig(max_batch_size=8))
+        triton.bind("Call", call_double, X, Y, config=ModelConfig(max_batch_size=8))
+        with ModelClient(url_of(config, "http"), "Call") as client:
+            for x in range(6):
+                assert client.infer_sample(np.array([x], np.float32))["y"].tolist() == [2.0 * x]
+    found = traces(path)
+    callers = {trace_id for trace_id, trace in found.items() if trace["model"] == "Call"}
+    called = [trace["parent"] for trace in found.values() if trace["model"] == "Double"]
+    assert len(callers) == 3 and sorted(called) == sorted(callers)
+
+
+def test_a_call_made_after_its_request_was_answered_runs_untraced(tmp_path):
+    path = tmp_path / "trace.json"
+    config = trace_config(path)
+    LATE_CALLS.clear()
+    with Triton(config=config) as triton:
+        triton.bind("Double", double, X, Y, config=ModelConfig(max_batch_size=8))
+        triton.bind("Late", call_after_answering, X, Y, config=ModelConfig(max_batch_size=8))
+        with ModelClient(url_of(config, "http"), "Late") as client:
+            assert client.infer_sample(np.array([1.0], np.float32))["y"].tolist() == [1.0]
+        LATE_THREADS.pop().join(timeout=30)
+        assert LATE_CALLS == [[[4.0]]]
+    # the call named the trace of a request answered meanwhile: it ran, untraced
+    assert [trace["model"] for trace in traces(path).values()] == ["Late"]
