@@ -32,14 +32,15 @@ class BatchCall:
     def __init__(self, infer_func: Callable):
         self._func = infer_func
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._call = infer_func  # requests -> responses: the callable itself, or it run on the loop
         if _is_coroutine_function(infer_func):
             self._loop = asyncio.new_event_loop()
+            self._call = self._run_on_loop
 
     def __call__(self, requests: List[Request]):
-        trace = nested_trace.of_batch(requests)
         try:
-            if trace:
-                with nested_trace.continuing(trace):
+            if len(requests) == 1 and requests[0]._triton_trace:  # nested_trace.of_batch, inlined: the hot path
+                with nested_trace.continuing(requests[0]._triton_trace):
                     return self._call(requests)
             return self._call(requests)
         except TypeError as exc:
@@ -48,10 +49,8 @@ class BatchCall:
                 raise
             raise TypeError(f"{exc}; {hint}") from exc
 
-    def _call(self, requests: List[Request]):
-        if self._loop is not None:
-            return self._loop.run_until_complete(self._func(requests))
-        return self._func(requests)
+    def _run_on_loop(self, requests: List[Request]):
+        return self._loop.run_until_complete(self._func(requests))
 
     def close(self) -> None:
         if self._loop is not None:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from pytriton_like.proxy.types import Request
 from pytriton_like.relay_server.calling import ResponseStream
 
 pytestmark = pytest.mark.timeout(30)
@@ -52,7 +53,7 @@ def test_a_stream_closed_early_closes_a_sync_generator(stream_of):
     stream = stream_of(counting)
 
     async def main():
-        responses = stream([{}])
+        responses = stream([Request({})])
         await responses.__anext__()
         await responses.__anext__()
         await responses.aclose()
@@ -65,7 +66,7 @@ async def cancelled_during_a_step(stream, counting, cancels):
     """Consume ``stream`` in a task and cancel it ``cancels`` times while its first step runs;
     once the task ended: whether the generator was closed, and its steps."""
     async def consume():
-        async for _ in stream([{}]):
+        async for _ in stream([Request({})]):
             pass
 
     task = asyncio.ensure_future(consume())
@@ -105,7 +106,7 @@ def test_an_async_generator_is_closed_when_its_stream_ends_early(stream_of):
     stream = stream_of(endless)
 
     async def main():
-        responses = stream([{}])
+        responses = stream([Request({})])
         await responses.__anext__()
         await responses.aclose()
 
@@ -124,6 +125,6 @@ def test_a_generator_run_to_its_end_is_not_closed_again(stream_of):
     stream = stream_of(three)
 
     async def main():
-        return [responses async for responses in stream([{}])]
+        return [responses async for responses in stream([Request({})])]
 
     assert len(asyncio.run(main())) == 3 and calls == ["ended"]
