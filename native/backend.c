@@ -140,7 +140,7 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance) {
   void* state;
   TRY(TRITONBACKEND_ModelInstanceState(instance, &state));
-  stop_instance(state);
+  if (state != NULL) stop_instance(state); /* Triton finalizes an instance whose initialization failed too */
   return NULL;
 }
 

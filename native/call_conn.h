@@ -49,6 +49,7 @@ struct nested_call {
   size_t arena_used; /* bytes of the output arena this call's outputs use */
   size_t overflow;   /* bytes of large outputs that did not fit the arena: placed in it at the reply */
   size_t in_touched; /* bytes of conn->in this call's inputs use */
+  uint64_t trace_parent; /* the trace its request's trace is a child of (traces.h), or 0 */
   const void* made;  /* its request while Triton holds it (calls_made), or NULL */
   struct nested_call* made_next;
 };

@@ -137,9 +137,11 @@ static void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t fl
     call_detach_locked(call);
     if (call->reply.len) send_reply(call, 1);
   }
+  uint64_t trace_parent = call->trace_parent;
   pthread_mutex_unlock(&conn->lock);
   made_remove(call); /* before Triton may reuse its address */
   relay_check(TRITONSERVER_InferenceRequestDelete(request), __LINE__);
+  traces_done(trace_parent); /* the caller's request may be given back now */
   if (done) call_free(call);
 }
 
@@ -185,11 +187,15 @@ TRITONSERVER_Error* call_start(struct nested_call* call, TRITONSERVER_Server* se
     call->request = request; /* before Triton may answer it */
     pthread_mutex_unlock(&conn->lock);
     made_add(call, request);
-    error = traces_infer(header.value, server, request); /* traced as a child of its caller's request */
+    TRITONSERVER_InferenceTrace* trace = traces_child(header.value); /* a child of its caller's request's trace */
+    call->trace_parent = trace != NULL ? header.value : 0;
+    error = TRITONSERVER_ServerInferAsync(server, request, trace);
     if (error != NULL) {
       made_remove(call);
+      traces_done(call->trace_parent);
       pthread_mutex_lock(&conn->lock);
       call->request = NULL;
+      call->trace_parent = 0;
       pthread_mutex_unlock(&conn->lock);
     }
   }

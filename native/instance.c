@@ -81,6 +81,11 @@ static TRITONSERVER_Error* handshake(struct instance_state* inst, const char* pa
   const char* problem = "no answer from the relay server";
   if (ready > 0 && transport_recv(inst->fd, &inst->rx, &fd, &problem) == 0) {
     if (fd >= 0) close(fd);
+    uint16_t version = inst->rx.len >= 2 ? (uint16_t)(inst->rx.data[0] | inst->rx.data[1] << 8) : 0;
+    if (version != WIRE_VERSION)
+      return error_new(TRITONSERVER_ERROR_UNAVAILABLE,
+                       "the relay server at %s speaks relay protocol version %u, this backend %u: the workspace's"
+                       " backend and the library differ (reinstall pytriton_like)", path, version, WIRE_VERSION);
     problem = wire_read_header(inst->rx.data, inst->rx.len, &header);
     if (problem == NULL && header.kind != WIRE_WELCOME) problem = "the relay server did not answer WELCOME";
     if (problem == NULL && (header.flags & WIRE_FAILED))

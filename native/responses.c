@@ -31,8 +31,7 @@ void finish_request(struct instance_state* inst, TRITONBACKEND_Request* request,
   relay_check(TRITONBACKEND_ModelInstanceReportStatistics(inst->instance, request, success, exec_start, compute_start,
                                                           compute_end, now_ns()),
               __LINE__);
-  traces_remove(request);
-  relay_check(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), __LINE__);
+  traces_release(request);
 }
 
 /* Adds the tensors of one RESULT response record to response; NULL, or the error that fails it. */

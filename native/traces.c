@@ -1,4 +1,4 @@
-/* Triton's traces of the requests in flight (traces.h). Triton traces a request in rate: a few at
+/* Triton's traces of the requests in flight (traces.h). Triton traces requests at a rate: a few at
  * a time, so a short list, searched in full, does. */
 #include "traces.h"
 
@@ -10,6 +10,9 @@
 struct traced {
   uint64_t id;
   TRITONSERVER_InferenceTrace* trace;
+  TRITONBACKEND_Request* request;
+  int children; /* nested calls traced as its children, in Triton's hands */
+  int answered; /* traces_release came while children ran: the last of them gives the request back */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -27,17 +30,18 @@ static TRITONSERVER_InferenceTrace* trace_of(TRITONBACKEND_Request* request) {
   return trace;
 }
 
+/* The entry of that id (lock held), or NULL. */
+static struct traced* find(uint64_t id) {
+  for (size_t i = 0; i < count; i++)
+    if (list[i].id == id) return &list[i];
+  return NULL;
+}
+
 uint64_t traces_add(TRITONBACKEND_Request* request) {
   TRITONSERVER_InferenceTrace* trace = trace_of(request);
   uint64_t id = 0;
   if (trace == NULL || relay_check(TRITONSERVER_InferenceTraceId(trace, &id), __LINE__) || id == 0) return 0;
   pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < count; i++) {
-    if (list[i].trace == trace) { /* its batch encoded again (for another worker process) */
-      pthread_mutex_unlock(&lock);
-      return id;
-    }
-  }
   if (count == cap) {
     size_t grown = cap ? 2 * cap : 16;
     struct traced* bigger = realloc(list, grown * sizeof(*list));
@@ -48,37 +52,50 @@ uint64_t traces_add(TRITONBACKEND_Request* request) {
     list = bigger;
     cap = grown;
   }
-  list[count++] = (struct traced){id, trace};
+  list[count++] = (struct traced){id, trace, request, 0, 0};
   pthread_mutex_unlock(&lock);
   return id;
 }
 
-void traces_remove(TRITONBACKEND_Request* request) {
+void traces_release(TRITONBACKEND_Request* request) {
   TRITONSERVER_InferenceTrace* trace = trace_of(request);
-  if (trace == NULL) return;
-  pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < count; i++) {
-    if (list[i].trace == trace) {
-      list[i] = list[--count];
-      break;
+  if (trace != NULL) {
+    uint64_t id = 0;
+    relay_check(TRITONSERVER_InferenceTraceId(trace, &id), __LINE__);
+    pthread_mutex_lock(&lock);
+    struct traced* entry = find(id);
+    if (entry != NULL && entry->children > 0) {
+      entry->answered = 1;
+      pthread_mutex_unlock(&lock);
+      return;
     }
+    if (entry != NULL) *entry = list[--count];
+    pthread_mutex_unlock(&lock);
   }
-  pthread_mutex_unlock(&lock);
+  relay_check(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), __LINE__);
 }
 
-TRITONSERVER_Error* traces_infer(uint64_t parent, TRITONSERVER_Server* server, TRITONSERVER_InferenceRequest* request) {
-  if (parent == 0) return TRITONSERVER_ServerInferAsync(server, request, NULL);
+TRITONSERVER_InferenceTrace* traces_child(uint64_t parent) {
+  if (parent == 0) return NULL;
   TRITONSERVER_InferenceTrace* child = NULL;
-  /* the lock holds until Triton has the child: the parent's trace (and what Triton's front end
-   * keeps for it, shared with its children from their first event on) lives until then */
   pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < count; i++) {
-    if (list[i].id == parent) {
-      if (relay_check(TRITONSERVER_InferenceTraceSpawnChildTrace(list[i].trace, &child), __LINE__)) child = NULL;
-      break;
-    }
-  }
-  TRITONSERVER_Error* error = TRITONSERVER_ServerInferAsync(server, request, child);
+  struct traced* entry = find(parent);
+  if (entry != NULL && !entry->answered &&
+      !relay_check(TRITONSERVER_InferenceTraceSpawnChildTrace(entry->trace, &child), __LINE__) && child != NULL)
+    entry->children++;
   pthread_mutex_unlock(&lock);
-  return error;
+  return child;
+}
+
+void traces_done(uint64_t parent) {
+  if (parent == 0) return;
+  TRITONBACKEND_Request* release = NULL;
+  pthread_mutex_lock(&lock);
+  struct traced* entry = find(parent);
+  if (entry != NULL && --entry->children == 0 && entry->answered) {
+    release = entry->request;
+    *entry = list[--count];
+  }
+  pthread_mutex_unlock(&lock);
+  if (release != NULL) relay_check(TRITONBACKEND_RequestRelease(release, TRITONSERVER_REQUEST_RELEASE_ALL), __LINE__);
 }

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4
 
 enum wire_kind {
   WIRE_HELLO = 1, WIRE_WELCOME = 2, WIRE_BATCH = 3, WIRE_RESULT = 4, WIRE_CANCEL = 5,

@@ -11,9 +11,9 @@ Stdlib only.
 
 import contextlib
 import contextvars
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
-__all__ = ["current", "continuing", "enter", "of_batch", "call_continuing"]
+__all__ = ["current", "continuing", "enter", "of_batch"]
 
 _current: "contextvars.ContextVar[int]" = contextvars.ContextVar("pytriton_like_triton_trace", default=0)
 
@@ -43,12 +43,3 @@ def of_batch(requests: Sequence[Any]) -> int:
     """The trace a batch's nested calls continue: that of its one request, if Triton traces it; else 0
     (a batch of several requests: ``request.traced_span`` says which one a call is for)."""
     return requests[0]._triton_trace if len(requests) == 1 else 0  # noqa: SLF001 - Request's field for this module
-
-
-def call_continuing(trace: int, func: Callable, *args: Any) -> Any:
-    """``func(*args)``, its nested calls continuing ``trace`` (for a function run in another thread:
-    a thread pool's threads do not take the caller's context)."""
-    if not trace:
-        return func(*args)
-    with continuing(trace):
-        return func(*args)

@@ -49,7 +49,7 @@ __all__ = [
     "deserialize_bytes",
 ]
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 
 class Kind(enum.IntEnum):

@@ -8,6 +8,7 @@
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import inspect
 import logging
 from typing import AsyncIterator, Callable, Coroutine, List, Optional
@@ -79,11 +80,14 @@ class ResponseStream:
         trace = nested_trace.of_batch(requests)
         if trace:
             nested_trace.enter(trace)
+        # the batch's sync code runs in the pool's threads, one step at a time, all of it in one copy of
+        # this context: a ``with request.traced_span()`` around a yield ends in the context it began in
+        context = contextvars.copy_context()
         try:
             if self._async:
                 result = self._func(requests)
             else:
-                result = await loop.run_in_executor(self._pool, nested_trace.call_continuing, trace, self._func, requests)
+                result = await loop.run_in_executor(self._pool, context.run, self._func, requests)
         except TypeError as exc:
             hint = call_hint(self._func, exc, requests)
             if hint is None:
@@ -100,32 +104,32 @@ class ResponseStream:
             step: Optional[concurrent.futures.Future] = None
             try:
                 while True:
-                    step = self._pool.submit(nested_trace.call_continuing, trace, next, result, _DONE)
+                    step = self._pool.submit(context.run, next, result, _DONE)
                     responses = await asyncio.wrap_future(step)
                     if responses is _DONE:
                         return
                     yield responses
             finally:
                 if inspect.getgeneratorstate(result) != inspect.GEN_CLOSED:  # not run to its end
-                    await _uninterrupted(self._close(result, step))
+                    await _uninterrupted(self._close(result, step, context))
         elif inspect.isawaitable(result):
             yield await result
         else:
             yield result
 
-    async def _close(self, generator, step: Optional[concurrent.futures.Future]) -> None:
+    async def _close(self, generator, step: Optional[concurrent.futures.Future], context: contextvars.Context) -> None:
         """Close a sync generator: after its step still running (if any), in the pool (its
-        ``finally`` may block)."""
+        ``finally`` may block), in the context its steps ran in."""
         if step is not None and not step.cancel() and not step.done():
             with contextlib.suppress(Exception):  # the step's own error is not ours to raise now
                 await asyncio.wrap_future(step)
         try:
-            closing = self._pool.submit(generator.close)
+            closing = self._pool.submit(context.run, generator.close)
         except RuntimeError:  # the pool was shut down: close it here
             closing = None
         try:
             if closing is None:
-                generator.close()
+                context.run(generator.close)
             else:
                 await asyncio.wrap_future(closing)
         except Exception:  # noqa: BLE001 - a finally that raises: the stream ended anyway

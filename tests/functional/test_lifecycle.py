@@ -9,12 +9,15 @@ import threading
 import time
 
 import numpy as np
+import psutil
 import pytest
 import tritonclient.http as httpclient
 
 from pytriton_like.client import ModelClient
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonServerError, PyTritonValidationError
 from pytriton_like.model_config import ModelConfig, Tensor
+from pytriton_like.relay.protocol import PROTOCOL_VERSION
+from pytriton_like.relay_server import handling
 from pytriton_like.triton import Triton, TritonConfig
 
 from .conftest import free_config, free_ports, port_listening
@@ -85,6 +88,25 @@ def test_model_that_fails_to_load_shows_the_server_log(monkeypatch):
     message = str(raised.value)
     assert "tail of the tritonserver log" in message
     assert "'Broken'" in message and "config.pbtxt" in message
+
+
+def test_a_model_whose_relay_refuses_its_backend_fails_to_load_and_the_server_serves_on(monkeypatch):
+    # A backend and a library of different relay protocols (a stale build): the instance's
+    # initialisation fails, Triton finalizes it all the same, and tritonserver must not crash.
+    config = free_config()
+    with Triton(config=config) as triton:
+        triton.bind(model_name="Kept", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+        triton.run()
+        (server,) = [p for p in psutil.Process().children(recursive=True) if p.name() == "tritonserver"]
+        monkeypatch.setattr(handling, "PROTOCOL_VERSION", PROTOCOL_VERSION + 1)
+        with pytest.raises(PyTritonServerError, match=f"refused the relay: the backend speaks relay protocol version"
+                                                      f" {PROTOCOL_VERSION}, this pytriton_like speaks"):
+            triton.bind(model_name="Refused", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+        monkeypatch.undo()
+        with ModelClient(f"http://127.0.0.1:{config.http_port}", "Kept") as client:
+            assert client.infer_sample(np.array([1.5], np.float32))["y"].tolist() == [1.5]
+        assert server.is_running() and [p.pid for p in psutil.Process().children(recursive=True)
+                                         if p.name() == "tritonserver"] == [server.pid]
 
 
 def test_bad_bindings_are_refused_at_bind():

@@ -21,8 +21,10 @@ from .conftest import free_config, url_of
 
 X = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 Y = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
-LATE_CALLS = []  # what the nested calls Late made after answering got (it runs in this process)
-LATE_THREADS = []  # the threads that make them
+LATE_CALLS = []  # what the nested calls made from the callables' threads got (they run in this process)
+LATE_THREADS = []  # those threads
+SLOW_STARTED = threading.Event()  # SlowDouble runs
+CALL_LATER = threading.Event()  # call_after_answering's thread may call
 
 
 def double(requests):
@@ -59,19 +61,42 @@ def calls_per_request(requests, triton_context):
     return responses
 
 
-@batch
-@triton_context
-def call_after_answering(triton_context, x):
-    """Answers at once; a thread, in the callable's context, calls Double once the request was answered."""
-    client = triton_context.client("Double")
+def slow_double(requests):
+    SLOW_STARTED.set()
+    time.sleep(0.5)
+    return double(requests)
+
+
+def call_in_a_thread(triton_context, model: str, x, start: threading.Event) -> None:
+    """Calls ``model`` from a thread in the callable's context (as a callable that does not wait
+    for its call would), once ``start`` is set; what it got goes to LATE_CALLS."""
+    client = triton_context.client(model)
 
     def late_call():
-        time.sleep(0.5)
+        start.wait(30)
         LATE_CALLS.append(client.infer_batch(x=x + 1)["y"].tolist())
 
     thread = threading.Thread(target=contextvars.copy_context().run, args=(late_call,))
     LATE_THREADS.append(thread)
     thread.start()
+
+
+@batch
+@triton_context
+def answer_while_calling(triton_context, x):
+    """Answers once its nested call of SlowDouble runs in Triton's core, without waiting for it."""
+    start = threading.Event()
+    call_in_a_thread(triton_context, "SlowDouble", x, start)
+    start.set()
+    assert SLOW_STARTED.wait(30)
+    return {"y": x}
+
+
+@batch
+@triton_context
+def call_after_answering(triton_context, x):
+    """Answers at once; its nested call of Double starts when the test says (CALL_LATER)."""
+    call_in_a_thread(triton_context, "Double", x, CALL_LATER)
     return {"y": x}
 
 
@@ -147,16 +172,43 @@ def test_only_the_requests_triton_traces_have_their_nested_calls_traced(tmp_path
     assert len(callers) == 3 and sorted(called) == sorted(callers)
 
 
-def test_a_call_made_after_its_request_was_answered_runs_untraced(tmp_path):
+def test_a_request_answered_while_its_nested_call_runs_keeps_its_trace_until_the_call_is_done(tmp_path):
     path = tmp_path / "trace.json"
     config = trace_config(path)
     LATE_CALLS.clear()
+    SLOW_STARTED.clear()
+    with Triton(config=config) as triton:
+        triton.bind("SlowDouble", slow_double, X, Y, config=ModelConfig(max_batch_size=8))
+        triton.bind("Answering", answer_while_calling, X, Y, config=ModelConfig(max_batch_size=8))
+        with ModelClient(url_of(config, "http"), "Answering") as client:
+            assert client.infer_sample(np.array([1.0], np.float32))["y"].tolist() == [1.0]
+        LATE_THREADS.pop().join(timeout=30)
+        assert LATE_CALLS == [[[4.0]]]
+    found = traces(path)
+    (answering,) = [trace_id for trace_id, trace in found.items() if trace["model"] == "Answering"]
+    assert sorted((trace["model"], trace["parent"]) for trace in found.values()) == [
+        ("Answering", 0), ("SlowDouble", answering)
+    ]
+
+
+def test_a_call_made_after_its_request_was_given_back_runs_untraced(tmp_path):
+    path = tmp_path / "trace.json"
+    config = trace_config(path)
+    LATE_CALLS.clear()
+    CALL_LATER.clear()
     with Triton(config=config) as triton:
         triton.bind("Double", double, X, Y, config=ModelConfig(max_batch_size=8))
         triton.bind("Late", call_after_answering, X, Y, config=ModelConfig(max_batch_size=8))
         with ModelClient(url_of(config, "http"), "Late") as client:
             assert client.infer_sample(np.array([1.0], np.float32))["y"].tolist() == [1.0]
+        time.sleep(0.2)  # the backend gives the request back right after its response
+        CALL_LATER.set()
         LATE_THREADS.pop().join(timeout=30)
         assert LATE_CALLS == [[[4.0]]]
-    # the call named the trace of a request answered meanwhile: it ran, untraced
-    assert [trace["model"] for trace in traces(path).values()] == ["Late"]
+    # the call names the trace of a request given back: it runs, untraced (were the request still
+    # in flight, as on a very busy machine, its trace would be the request's child)
+    found = traces(path)
+    (late,) = [trace_id for trace_id, trace in found.items() if trace["model"] == "Late"]
+    assert sorted((trace["model"], trace["parent"]) for trace in found.values()) in (
+        [("Late", 0)], [("Double", late), ("Late", 0)]
+    )

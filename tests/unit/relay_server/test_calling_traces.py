@@ -80,4 +80,27 @@ def test_a_traced_span_makes_the_calls_inside_for_its_request():
             assert nested_trace.current() == 9
         assert nested_trace.current() == 0
     assert nested_trace.of_batch([request]) == 9 and nested_trace.of_batch([request, request]) == 0
-    assert nested_trace.call_continuing(5, nested_trace.current) == 5 and nested_trace.current() == 0
+
+
+def spanning(requests):
+    """A span for the first request across a yield: the calls of both steps are made for it."""
+    with requests[0].traced_span("calls"):
+        for _ in range(2):
+            yield [{"trace": nested_trace.current()}] * len(requests)
+
+
+def test_a_traced_span_across_a_yield_holds_in_every_step_and_leaves_no_thread_in_a_trace():
+    stream = ResponseStream(spanning, max_threads=3)
+
+    async def streams(batches):
+        return await asyncio.gather(*(asyncio.ensure_future(_collect(stream(batch))) for batch in batches))
+
+    try:
+        # four streams at once on three threads, each step wherever a thread is free
+        pieces = asyncio.run(streams([[traced(n), traced(100 + n)] for n in range(1, 5)]))
+        assert pieces == [[[{"trace": n}] * 2] * 2 for n in range(1, 5)]
+        # then batches of untraced requests, on the same threads: in no trace
+        later = asyncio.run(streams([[Request({}), Request({})] for _ in range(6)]))
+        assert later == [[[{"trace": 0}] * 2] * 2] * 6
+    finally:
+        stream.close()
