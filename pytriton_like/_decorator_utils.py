@@ -194,9 +194,14 @@ def requests_arg(args: tuple, decorator: str) -> Tuple[List[Mapping], tuple]:
 
 
 def with_data(request: Mapping, data: Dict[str, Any]) -> Mapping:
-    """A copy of ``request`` holding ``data`` (a ``Request`` keeps its parameters and requested outputs)."""
+    """A copy of ``request`` holding ``data`` (a ``Request`` keeps its parameters, requested outputs,
+    sequence, span and traces: ``traced_span`` opens a child of its span, and nested calls made in it
+    continue Triton's trace of it)."""
     if isinstance(request, Request):
-        return dataclasses.replace(request, data=data)
+        copy = dataclasses.replace(request, data=data)
+        copy._triton_trace = request._triton_trace  # noqa: SLF001 - not an init field: replace() leaves it out
+        copy._span_opener = request._span_opener  # noqa: SLF001 - set on the instance by tracing.py
+        return copy
     return dict(data)
 
 

@@ -1,6 +1,7 @@
 """Tests of pytriton_like.decorators: every decorator alone, in stacks, on methods and on async callables."""
 
 import asyncio
+import contextlib
 import functools
 import inspect
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytriton_like import decorators
+from pytriton_like import decorators, nested_trace
 from pytriton_like.decorators import (
     ConstantPadder,
     TritonContext,
@@ -713,6 +714,24 @@ def test_fill_optionals_fills_missing_inputs_to_batch_size():
     assert seen[0].parameters == {"p": "v"}
     assert "t" not in original, "the caller's request is not mutated"
     assert seen[1] is given_t
+
+
+def test_fill_optionals_copies_keep_the_requests_span_and_triton_trace():
+    seen = []
+
+    @fill_optionals(t=np.array([0.5], dtype=np.float32))
+    def infer(requests):
+        seen.extend(requests)
+        return [{} for _ in requests]
+
+    attach(infer, inputs=OPTIONAL_INPUTS)
+    original = Request(data={"x": col(1, 2, 3)})
+    original._triton_trace = 17
+    original._span_opener = lambda name, **kwargs: contextlib.nullcontext(f"child span {name}")
+    infer([original, Request(data={"x": col(4)})])
+    assert seen[0] is not original and (seen[0]._triton_trace, seen[1]._triton_trace) == (17, 0)
+    with seen[0].traced_span("calls") as opened:  # nested calls made here continue trace 17
+        assert opened == "child span calls" and nested_trace.current() == 17
 
 
 def test_fill_optionals_without_batching_uses_default_as_is():
