@@ -1,23 +1,29 @@
-"""Triton's own trace (``TritonConfig(trace_config=[...])``, mode triton, to a file) of nested calls:
-each is a child of the trace of the request its callable was handling, as a BLS request is.
+"""Triton's own trace (``TritonConfig(trace_config=[...])``) of nested calls: each is a child of the
+trace of the request its callable was handling, as a BLS request is.
 
-tritonserver writes the file when it stops; each trace is spread over several records there.
+Mode triton writes a file when tritonserver stops, each trace spread over several records there;
+mode opentelemetry exports spans over OTLP/HTTP as JSON, here to a collector of the test's own.
 """
 
 import concurrent.futures
 import contextvars
+import http.server
 import json
 import threading
 import time
 
 import numpy as np
+import pytest
 
+from pytriton_like import tracing
 from pytriton_like.client import DecoupledModelClient, ModelClient
 from pytriton_like.decorators import batch, triton_context
 from pytriton_like.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton_like.triton import Triton
 
 from .conftest import free_config, url_of
+
+sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
 
 X = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 Y = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -212,3 +218,57 @@ def test_a_call_made_after_its_request_was_given_back_runs_untraced(tmp_path):
     assert sorted((trace["model"], trace["parent"]) for trace in found.values()) in (
         [("Late", 0)], [("Double", late), ("Late", 0)]
     )
+
+
+class Collector(http.server.ThreadingHTTPServer):
+    """An OTLP/HTTP collector of JSON exports on a free port: the spans it got, as (trace id, span
+    id, parent span id, name)."""
+
+    def __init__(self):
+        self.spans = []
+        super().__init__(("127.0.0.1", 0), CollectorHandler)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1/traces"
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        self.thread.join(10)
+
+
+class CollectorHandler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's name
+        export = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        for resource in export.get("resourceSpans", []):
+            for scope in resource.get("scopeSpans", []):
+                for span in scope.get("spans", []):
+                    self.server.spans.append((span["traceId"], span["spanId"], span.get("parentSpanId", ""), span["name"]))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_in_opentelemetry_mode_a_nested_calls_span_is_a_child_of_its_callers(tmp_path):
+    collector = Collector()
+    # our own spans stay in this process (a tracer of ours): only Triton's reach the collector
+    tracing.set_telemetry_tracer(sdk_trace.TracerProvider().get_tracer("test"))
+    try:
+        config = free_config(trace_config=["mode=opentelemetry", f"opentelemetry,url={collector.url}", "rate=1",
+                                           "level=TIMESTAMPS", "opentelemetry,bsp_max_export_batch_size=1"])
+        with Triton(config=config) as triton:
+            triton.bind("Double", double, X, Y, config=ModelConfig(max_batch_size=8))
+            triton.bind("Call", call_double, X, Y, config=ModelConfig(max_batch_size=8))
+            with ModelClient(url_of(config, "http"), "Call") as client:
+                assert client.infer_sample(np.array([1.0], np.float32))["y"].tolist() == [2.0]
+    finally:
+        tracing._reset_telemetry_tracer()
+        collector.stop()
+    spans = {name: (trace_id, span_id, parent) for trace_id, span_id, parent, name in collector.spans}
+    assert spans["Double"][0] == spans["Call"][0]  # one trace
+    assert spans["Double"][2] == spans["Call"][1]  # the nested call's span is a child of the caller's request's
