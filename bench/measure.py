@@ -329,8 +329,9 @@ def _children_cpu_s() -> float:
 
 
 def model_stats(http_port: int, model: str = MODEL) -> Dict[str, int]:
-    """Triton's counts for ``model`` so far: requests, batches (executions) and the time in the
-    model (compute_infer: for pytriton_like the round trip to the worker); {} if unreadable."""
+    """Triton's counts for ``model`` so far: requests, batches (executions), the time in the
+    model (compute_infer: for pytriton_like the round trip to the worker) and the requests' time in
+    Triton's core (success: queued, run, answered); {} if unreadable."""
     import urllib.request
 
     try:
@@ -338,9 +339,10 @@ def model_stats(http_port: int, model: str = MODEL) -> Dict[str, int]:
             stats = json.load(response)["model_stats"][0]
     except (OSError, KeyError, IndexError, ValueError):
         return {}
-    infer = stats["inference_stats"]["compute_infer"]
+    infer, success = stats["inference_stats"]["compute_infer"], stats["inference_stats"]["success"]
     return {"requests": int(stats["inference_count"]), "batches": int(stats["execution_count"]),
-            "infer_ns": int(infer["ns"]), "infer_count": int(infer["count"])}
+            "infer_ns": int(infer["ns"]), "infer_count": int(infer["count"]),
+            "success_ns": int(success["ns"]), "success_count": int(success["count"])}
 
 
 # -- CPU per process --------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 """``make bench-nested-split``: where a nested call's time goes, inside a running server.
 
 A server in this process holds ``Inner`` (y = 2x) and the models that call it, FP32 ``[-1]`` as
-in bench/serve_nested.py. Two tables, for 16 floats and 1 MiB:
+in bench/serve_nested.py. Three tables, for 16 floats and 1 MiB:
 
 1. **The split.** ``Outer`` (a bound callable) calls ``Inner`` through
    ``triton_context.client("Inner")`` once per request; a client sends ``--requests`` sequential
@@ -14,7 +14,12 @@ in bench/serve_nested.py. Two tables, for 16 floats and 1 MiB:
    back). Triton's statistics give, over the same requests, ``Inner``'s time in Triton's core per
    call (queued, run, answered: what a BLS call of it pays too) and ``Outer``'s relay hop (its
    compute_infer beyond its callable). Medians of what was timed here; Triton's numbers are means.
-2. **On two CPUs and on one.** ``LoopRelay`` (a bound callable, ``triton_context.client``),
+2. **The bound at c1.** The same sequential requests go, in turn, to ``OuterBLS`` (a Triton
+   Python-backend model calling ``Inner`` with BLS, bench/nested_bls/). ``Outer``'s p50 less the
+   relay's own time (``Outer``'s relay hop and the nested call beyond ``Inner``'s time in the core)
+   is what a relay that cost nothing would give: the client, Triton's front end and ``Inner`` are
+   paid by a BLS call too. Where that is above a target ratio to BLS's p50, no relay meets it.
+3. **On two CPUs and on one.** ``LoopRelay`` (a bound callable, ``triton_context.client``),
    ``LoopRaw`` (a bound callable making the same calls with the least Python there can be,
    bench/nested_raw.py: 16 floats only) and ``LoopBLS`` (a Triton Python-backend model,
    bench/nested_loop_bls/) each time 1,000 calls of ``Inner`` in a loop, 5 rounds, first as the
@@ -63,6 +68,7 @@ SIZES = {16: "16 floats", 262144: "1 MiB"}
 PARTS = ("encode", "send", "wait", "recv", "decode", "channel")
 TIMES: Dict[str, List[int]] = {"call": [], "callable": [], **{part: [] for part in PARTS}}
 WARM_UP, ROUNDS, CALLS = 300, 5, 1000  # as bench/nested_loop_bls/model.py's
+BLOCKS = 5  # the split's requests to Outer and OuterBLS, in turn
 LOOPS = {"LoopRelay": "nested call (relay)", "LoopRaw": "least Python (no client)", "LoopBLS": "BLS"}
 _inside = threading.local()  # set while a nested call runs in this thread: the relay servers' own sends are not timed
 
@@ -159,28 +165,41 @@ def statistics_of(http_port: int, model: str) -> Dict[str, List[int]]:
     return {phase: [int(found[phase]["ns"]), int(found[phase]["count"])] for phase in ("success", "compute_infer")}
 
 
-def mean_us(before: Dict[str, List[int]], after: Dict[str, List[int]], phase: str) -> float:
-    count = after[phase][1] - before[phase][1]
-    return (after[phase][0] - before[phase][0]) / count / 1000 if count else float("nan")
-
-
 def median_us(values: List[int]) -> float:
     return statistics.median(values) / 1000 if values else float("nan")
 
 
-def split(client: ModelClient, http_port: int, size: int, requests: int) -> Dict[str, float]:
+def split(clients: Dict[str, ModelClient], http_port: int, size: int, requests: int) -> Dict[str, float]:
+    """Sequential requests to ``Outer`` and ``OuterBLS`` in turn, BLOCKS blocks each: the callable's
+    and the wrappers' timings and Triton's statistics (taken around ``Outer``'s blocks only:
+    ``OuterBLS`` calls ``Inner`` too), and each model's latency as this process's client sees it."""
     x = np.random.default_rng(size).random((1, size), dtype=np.float32)
-    for _ in range(max(50, requests // 20)):
-        client.infer_batch(x=x)
+    for client in clients.values():
+        for _ in range(max(50, requests // 20)):
+            client.infer_batch(x=x)
     for values in TIMES.values():
         values.clear()
-    before = {model: statistics_of(http_port, model) for model in ("Inner", "Outer")}
-    for _ in range(requests):
-        client.infer_batch(x=x)
-    after = {model: statistics_of(http_port, model) for model in ("Inner", "Outer")}
+    latency: Dict[str, List[int]] = {model: [] for model in clients}
+    spent = {model: {"success": [0, 0], "compute_infer": [0, 0]} for model in ("Inner", "Outer")}
+    for _ in range(BLOCKS):
+        for model, client in clients.items():
+            if model == "Outer":
+                before = {name: statistics_of(http_port, name) for name in spent}
+            for _ in range(max(1, requests // BLOCKS)):
+                started = time.perf_counter_ns()
+                client.infer_batch(x=x)
+                latency[model].append(time.perf_counter_ns() - started)
+            if model == "Outer":
+                for name, phases in spent.items():
+                    after = statistics_of(http_port, name)
+                    for phase, total in phases.items():
+                        total[0] += after[phase][0] - before[name][phase][0]
+                        total[1] += after[phase][1] - before[name][phase][1]
     found = {key: median_us(values) for key, values in TIMES.items()}
-    found["inner"] = mean_us(before["Inner"], after["Inner"], "success")
-    found["hop"] = mean_us(before["Outer"], after["Outer"], "compute_infer") - statistics.mean(TIMES["callable"]) / 1000
+    found["inner"] = spent["Inner"]["success"][0] / spent["Inner"]["success"][1] / 1000
+    outer_compute = spent["Outer"]["compute_infer"][0] / spent["Outer"]["compute_infer"][1] / 1000
+    found["hop"] = outer_compute - statistics.mean(TIMES["callable"]) / 1000
+    found["p50"], found["bls_p50"] = median_us(latency["Outer"]), median_us(latency["OuterBLS"])
     return found
 
 
@@ -195,6 +214,20 @@ def split_table(results: Dict[int, Dict[str, float]]) -> str:
                   found["channel"] - parts, found["call"] - found["channel"], found["inner"],
                   found["call"] - found["inner"], found["hop"]]
         lines.append(f"| {SIZES[size]} | " + " | ".join(f"{value:,.0f}" for value in values) + " |")
+    return "\n".join(lines)
+
+
+def bound_table(results: Dict[int, Dict[str, float]]) -> str:
+    """What a relay that cost nothing would give at c1: ``Outer``'s p50 less the relay's own time
+    (``Outer``'s relay hop and the nested call beyond ``Inner``'s time in the core), against BLS's."""
+    heads = ["Outer (relay) p50", "OuterBLS (BLS) p50", "relay / BLS", "the relay's own time",
+             "Outer's p50 less the relay's own time", "that / BLS"]
+    lines = ["| sequential requests over HTTP (µs) | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
+    for size, found in results.items():
+        own = found["hop"] + found["call"] - found["inner"]
+        values = [f"{found['p50']:,.0f}", f"{found['bls_p50']:,.0f}", f"{found['p50'] / found['bls_p50']:.2f}×",
+                  f"{own:,.0f}", f"{found['p50'] - own:,.0f}", f"{(found['p50'] - own) / found['bls_p50']:.2f}×"]
+        lines.append(f"| {SIZES[size]} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 
 
@@ -265,6 +298,7 @@ def main() -> None:
     http_port, grpc_port, metrics_port = free_ports(3)
     with tempfile.TemporaryDirectory(prefix="bench-nested-split-") as tmp:
         repository = servers.python_backend_model(pathlib.Path(tmp), "LoopBLS", HERE / "nested_loop_bls")
+        servers.python_backend_model(repository, "OuterBLS", HERE / "nested_bls")
         config = TritonConfig(http_address="127.0.0.1", http_port=http_port, grpc_address="127.0.0.1",
                               grpc_port=grpc_port, metrics_address="127.0.0.1", metrics_port=metrics_port,
                               model_repository=repository)
@@ -276,15 +310,20 @@ def main() -> None:
             triton.bind("LoopRelay", loop_relay, inputs=INPUTS, outputs=TIMINGS, config=CONFIG)
             triton.bind("LoopRaw", loop_raw, inputs=INPUTS, outputs=TIMINGS, config=CONFIG)
             triton.run()
-            with ModelClient(f"http://127.0.0.1:{http_port}", "Outer", inference_timeout_s=60) as client:
-                results = {size: split(client, http_port, size, args.requests) for size in SIZES}
-            print(split_table(results), flush=True)
+            clients = {model: ModelClient(f"http://127.0.0.1:{http_port}", model, inference_timeout_s=60)
+                       for model in ("Outer", "OuterBLS")}
+            try:
+                results = {size: split(clients, http_port, size, args.requests) for size in SIZES}
+            finally:
+                for client in clients.values():
+                    client.close()
+            print(split_table(results), bound_table(results), sep="\n\n", flush=True)
             loop_results = loops(http_port, args.rounds)
             print(loop_table(loop_results))
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = ", ".join(f"{before:.1f} -> {after:.1f}" for before, after in zip(load_before, os.getloadavg()))
     args.output.write_text(f"`make bench-nested-split`, {when}, load average (1, 5, 15 min) {load}\n\n"
-                           f"{split_table(results)}\n\n{loop_table(loop_results)}\n")
+                           f"{split_table(results)}\n\n{bound_table(results)}\n\n{loop_table(loop_results)}\n")
     print(f"written {args.output}")
 
 
