@@ -14,7 +14,7 @@ Three pieces:
 * **Numpy helpers**: batch sizes; the per-row work (grouping, merging, padding) is in :mod:`._decorator_rows`.
 """
 
-import dataclasses
+import copy
 import functools
 import inspect
 import threading
@@ -198,10 +198,9 @@ def with_data(request: Mapping, data: Dict[str, Any]) -> Mapping:
     sequence, span and traces: ``traced_span`` opens a child of its span, and nested calls made in it
     continue Triton's trace of it)."""
     if isinstance(request, Request):
-        copy = dataclasses.replace(request, data=data)
-        copy._triton_trace = request._triton_trace  # noqa: SLF001 - not an init field: replace() leaves it out
-        copy._span_opener = request._span_opener  # noqa: SLF001 - set on the instance by tracing.py
-        return copy
+        duplicate = copy.copy(request)  # every attribute, those set outside __init__ too
+        duplicate.data = data
+        return duplicate
     return dict(data)
 
 
