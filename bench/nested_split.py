@@ -2,7 +2,7 @@
 """``make bench-nested-split``: where a nested call's time goes, inside a running server.
 
 A server in this process holds ``Inner`` (y = 2x) and the models that call it, FP32 ``[-1]`` as
-in bench/serve_nested.py. Three tables, for 16 floats and 1 MiB:
+in bench/serve_nested.py. Four tables (the first three for 16 floats and 1 MiB):
 
 1. **The split.** ``Outer`` (a bound callable) calls ``Inner`` through
    ``triton_context.client("Inner")`` once per request; a client sends ``--requests`` sequential
@@ -27,6 +27,13 @@ in bench/serve_nested.py. Three tables, for 16 floats and 1 MiB:
    pinned to one CPU (the benchmark pins; the library never does). On one CPU no hand-off between
    the processes' threads waits for an idle CPU to wake: what remains is the work a call does.
    Run in .venv-numpy1: the BLS model runs in Triton's stub.
+4. **The client's Python, warm and cold.** ``ClientPython`` (a bound callable) times the CPU its
+   thread spends in ``triton_context.client("Inner").infer_batch`` with the connection's call
+   left out (it returns ``Inner``'s answer at once: what is left is the client's own Python), 16
+   floats, first back to back, then each right after a real nested call of the least Python
+   (bench/nested_raw.py). A nested call waits while tritonserver and ``Inner`` run on the same
+   CPUs; after it, the client's code and data are out of the CPU's caches, and the same Python
+   takes several times as long as back to back.
 
 Wrapping costs about a microsecond per part.
 
@@ -71,6 +78,7 @@ WARM_UP, ROUNDS, CALLS = 300, 5, 1000  # as bench/nested_loop_bls/model.py's
 BLOCKS = 5  # the split's requests to Outer and OuterBLS, in turn
 LOOPS = {"LoopRelay": "nested call (relay)", "LoopRaw": "least Python (no client)", "LoopBLS": "BLS"}
 _inside = threading.local()  # set while a nested call runs in this thread: the relay servers' own sends are not timed
+_stubbed = threading.local()  # .outputs set: the connection's call returns them at once (ClientPython)
 
 
 def timed(function: Callable, part: str) -> Callable:
@@ -90,6 +98,9 @@ def wrap_the_callers_end() -> None:
     call = calls.CallChannel.call
 
     def channel_call(*args, **kwargs):
+        outputs = getattr(_stubbed, "outputs", None)
+        if outputs is not None:
+            return outputs
         _inside.call = True
         started = time.perf_counter_ns()
         try:
@@ -151,6 +162,38 @@ def loop_raw(requests):
     try:
         rounds = timed_loop(lambda: caller.call({"x": x}))
     finally:
+        caller.close()
+    return [{"us": np.array([rounds], dtype=np.float32)} for _ in requests]
+
+
+@triton_context
+def client_python(requests, triton_context):
+    """Per round, the median thread CPU (µs) of the client's Python per call: back to back, and
+    right after a nested call (16 floats)."""
+    x = requests[0]["x"]
+    _stubbed.outputs = triton_context.client("Inner").infer_batch(x=x)  # the answer, and the config learnt
+    caller = nested_raw.RawCaller("Inner")
+
+    def client_alone() -> int:
+        started = time.thread_time_ns()
+        triton_context.client("Inner").infer_batch(x=x)
+        return time.thread_time_ns() - started
+
+    def after_a_call() -> int:
+        _stubbed.outputs, outputs = None, _stubbed.outputs
+        caller.call({"x": x})
+        _stubbed.outputs = outputs
+        return client_alone()
+
+    rounds = []
+    try:
+        for _ in range(ROUNDS):
+            for timed_call in (client_alone, after_a_call):
+                for _ in range(WARM_UP):
+                    timed_call()
+                rounds.append(statistics.median(timed_call() for _ in range(CALLS)) / 1000)
+    finally:
+        _stubbed.outputs = None
         caller.close()
     return [{"us": np.array([rounds], dtype=np.float32)} for _ in requests]
 
@@ -287,6 +330,18 @@ def loop_table(found: Dict[tuple, List[float]]) -> str:
     return "\n".join(lines)
 
 
+def client_python_table(http_port: int) -> str:
+    with ModelClient(f"http://127.0.0.1:{http_port}", "ClientPython", inference_timeout_s=600) as client:
+        rounds = client.infer_batch(x=np.ones((1, 16), dtype=np.float32))["us"][0].tolist()
+    warm, cold = rounds[0::2], rounds[1::2]
+    shown = [f"{statistics.median(values):.1f} ({min(values):.1f}–{max(values):.1f})" for values in (warm, cold)]
+    header = ("| the client's Python per nested call, 16 floats (µs of its thread's CPU: median, and the rounds' range) "
+              "| back to back | right after a nested call | after / back to back |")
+    row = (f"| `triton_context.client(\"Inner\").infer_batch(x=x)`, the connection's call left out | {shown[0]} | "
+           f"{shown[1]} | {statistics.median(cold) / statistics.median(warm):.1f}× |")
+    return f"{header}\n|---|---|---|---|\n{row}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000, help="sequential requests per size for the split")
@@ -309,6 +364,7 @@ def main() -> None:
             triton.bind("Outer", outer, inputs=INPUTS, outputs=OUTPUTS, config=CONFIG)
             triton.bind("LoopRelay", loop_relay, inputs=INPUTS, outputs=TIMINGS, config=CONFIG)
             triton.bind("LoopRaw", loop_raw, inputs=INPUTS, outputs=TIMINGS, config=CONFIG)
+            triton.bind("ClientPython", client_python, inputs=INPUTS, outputs=TIMINGS, config=CONFIG)
             triton.run()
             clients = {model: ModelClient(f"http://127.0.0.1:{http_port}", model, inference_timeout_s=60)
                        for model in ("Outer", "OuterBLS")}
@@ -319,11 +375,14 @@ def main() -> None:
                     client.close()
             print(split_table(results), bound_table(results), sep="\n\n", flush=True)
             loop_results = loops(http_port, args.rounds)
-            print(loop_table(loop_results))
+            print(loop_table(loop_results), flush=True)
+            client_results = client_python_table(http_port)
+            print(client_results)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = ", ".join(f"{before:.1f} -> {after:.1f}" for before, after in zip(load_before, os.getloadavg()))
     args.output.write_text(f"`make bench-nested-split`, {when}, load average (1, 5, 15 min) {load}\n\n"
-                           f"{split_table(results)}\n\n{bound_table(results)}\n\n{loop_table(loop_results)}\n")
+                           f"{split_table(results)}\n\n{bound_table(results)}\n\n{loop_table(loop_results)}\n\n"
+                           f"{client_results}\n")
     print(f"written {args.output}")
 
 
