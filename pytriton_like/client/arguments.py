@@ -46,8 +46,9 @@ def verify_inputs_args(inputs: Sequence[Any], named_inputs: Mapping[str, Any]) -
             "Use either positional either keyword method arguments convention: inputs given both positionally"
             f" ({len(inputs)}) and by name ({', '.join(named_inputs)})"
         )
-    for name, value in _labelled(inputs, named_inputs):
+    for value in (*inputs, *named_inputs.values()):
         if not isinstance(value, np.ndarray):
+            name = next(label for label, item in _labelled(inputs, named_inputs) if item is value)
             raise PyTritonClientValueError(f"input {name} must be a numpy array, got {type(value).__name__}")
 
 
@@ -163,10 +164,11 @@ class CallArgs:
         verify_inputs_args(inputs, named_inputs)
         self.inputs = tuple(inputs)
         self.named_inputs = dict(named_inputs)
-        self.parameters = verify_parameters(parameters)
-        self.headers = verify_headers(headers)
+        self.parameters = None if parameters is None else verify_parameters(parameters)
+        self.headers = None if headers is None else verify_headers(headers)
         self.sample = sample
-        verify_sequence(sequence_id, sequence_start, sequence_end)
+        if sequence_id is not None or sequence_start is not False or sequence_end is not False:
+            verify_sequence(sequence_id, sequence_start, sequence_end)
         # build_request's keyword arguments; empty outside a sequence
         self.sequence: Dict[str, Any] = (
             {}

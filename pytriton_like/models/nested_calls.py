@@ -76,13 +76,16 @@ class NestedCalls:
         self, caller: str, model_name: str, model_version=None, inference_timeout_s: Optional[float] = None
     ) -> "ModelClient":
         """A ``ModelClient`` of ``model_name`` for a callable of model ``caller``."""
-        from .nested_clients import NestedModelClient, NetworkNestedModelClient  # noqa: PLC0415 - see the imports
         if _running_loop() is not None:
             raise PyTritonInvalidOperationError(
                 f"model {caller!r}: triton_context.client() blocks, and this thread runs an event loop;"
                 " in an async def callable use `await triton_context.async_client(...).infer_...`"
             )
         key = _key(caller, model_name, model_version, inference_timeout_s)
+        client = self._sync.get(key)  # a callable asks for its client at each call: found without the lock
+        if client is not None and not self._closed:
+            return client
+        from .nested_clients import NestedModelClient, NetworkNestedModelClient  # noqa: PLC0415 - see the imports
         with self._lock:
             self._check_open(caller)
             client = self._sync.get(key)
@@ -98,7 +101,6 @@ class NestedCalls:
         self, caller: str, model_name: str, model_version=None, inference_timeout_s: Optional[float] = None
     ) -> "AsyncioModelClient":
         """An ``AsyncioModelClient`` of ``model_name`` for a coroutine of model ``caller``, in its loop."""
-        from .nested_clients import AsyncioNestedModelClient, AsyncioNetworkNestedModelClient  # noqa: PLC0415
         loop = _running_loop()
         if loop is None:
             raise PyTritonInvalidOperationError(
@@ -106,6 +108,10 @@ class NestedCalls:
                 " async def callable, or use triton_context.client() in a plain one"
             )
         key = _key(caller, model_name, model_version, inference_timeout_s)
+        client = self._async.get(loop, {}).get(key)  # found without the lock, as client()'s
+        if client is not None and not self._closed:
+            return client
+        from .nested_clients import AsyncioNestedModelClient, AsyncioNetworkNestedModelClient  # noqa: PLC0415
         with self._lock:
             self._check_open(caller)
             clients = self._async.setdefault(loop, {})
