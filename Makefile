@@ -129,7 +129,7 @@ test-deploy: $(STAMP)
 	$(BIN)/python -m pytest tests/deploy -m "deploy or not deploy" -s -q
 
 clean:
-	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build dist site pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait
+	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build dist site pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait pytriton_like/server/pdeathsig_exec
 	$(MAKE) -C native clean
 
 # The relay's backend, the token-hiding library and the reaper's waiting program built with
@@ -147,10 +147,11 @@ clean:
 # trials time the callable under the instrumented runtime, where the recommendation its tests
 # check (a queue delay for the sleeping callable) no longer wins.
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1
-# The native libraries and program, built in place of the installed ones (the package is installed editable).
+# The native libraries and programs, built in place of the installed ones (the package is installed editable).
 NATIVE_OUTPUTS := OUT=../pytriton_like/relay/libtriton_pytriton_like.so \
 	HIDE_TOKEN_OUT=../pytriton_like/relay/libpytriton_like_hide_token.so \
-	REAPER_WAIT_OUT=../pytriton_like/server/reaper_wait
+	REAPER_WAIT_OUT=../pytriton_like/server/reaper_wait \
+	PDEATHSIG_EXEC_OUT=../pytriton_like/server/pdeathsig_exec
 sanitize: $(STAMP)
 	$(MAKE) -B -C native $(NATIVE_OUTPUTS) EXTRA_CFLAGS="$(SANITIZE_FLAGS)"
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \

@@ -1,7 +1,9 @@
 """Builds the relay's Triton backend (native/*.c) into pytriton_like/relay/libtriton_pytriton_like.so,
 native/hide_token.c (preloaded into tritonserver: docs/security.md) into
-pytriton_like/relay/libpytriton_like_hide_token.so, and native/reaper_wait.c (the reaper's waiting
-half: pytriton_like/server/reaper.py) into the program pytriton_like/server/reaper_wait; and lays
+pytriton_like/relay/libpytriton_like_hide_token.so, native/reaper_wait.c (the reaper's waiting
+half: pytriton_like/server/reaper.py) into the program pytriton_like/server/reaper_wait, and
+native/pdeathsig_exec.c (pytriton_like/server/parent_death.py) into the program
+pytriton_like/server/pdeathsig_exec; and lays
 out the tritonserver of NVIDIA's ``nvidia-pytriton`` wheel in pytriton_like/tritonserver/
 (build_support/server.py: which wheel, its sha256, the layout).
 
@@ -40,7 +42,7 @@ ROOT = pathlib.Path(__file__).resolve().parent
 SOURCES = ["backend.c", "encoder.c", "instance.c", "reader.c", "responses.c", "slots.c", "wire.c", "transport.c",
            "settings.c", "metrics.c", "log.c", "call_listener.c", "call_request.c", "call_reply.c",
            "traces.c"]
-PROGRAMS = {"reaper_wait"}  # built as programs; the others as shared libraries
+PROGRAMS = {"reaper_wait", "pdeathsig_exec"}  # built as programs; the others as shared libraries
 SERVER_FOLDER = "tritonserver"  # in the package: pytriton_like/tritonserver
 
 
@@ -119,6 +121,7 @@ setup(
         Extension("pytriton_like.relay.libtriton_pytriton_like", sources=[f"native/{name}" for name in SOURCES]),
         Extension("pytriton_like.relay.libpytriton_like_hide_token", sources=["native/hide_token.c"]),
         Extension("pytriton_like.server.reaper_wait", sources=["native/reaper_wait.c"]),
+        Extension("pytriton_like.server.pdeathsig_exec", sources=["native/pdeathsig_exec.c"]),
     ],
     cmdclass={"build_ext": BuildBackend, "bdist_wheel": PlatformWheel},
 )

@@ -3,7 +3,6 @@
 import array
 import collections
 import contextlib
-import ctypes
 import enum
 import fcntl
 import logging
@@ -21,13 +20,13 @@ from typing import Dict, List, Optional, Sequence
 from ..exceptions import PyTritonServerError
 from ..relay.shm import SHM_DIR, STUB_REGION_PREFIX
 from ..supervisor import describe_exit
+from .parent_death import with_parent_death_signal
 from .reaper import group_members, start_reaper, stop_reaper
 
 __all__ = ["ServerProcess", "ServerState", "check_ports_free", "free_ports", "PRIVATE_UMASK"]
 
 logger = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
 # The umask of tritonserver and every process it starts (docs/security.md).
 PRIVATE_UMASK = 0o077
 _TAIL_LINES = 40
@@ -95,8 +94,8 @@ def free_ports(count: int) -> List[int]:
 class ServerProcess:
     """One tritonserver process.
 
-    The process asks the kernel for SIGKILL when the thread that spawned it ends
-    (PR_SET_PDEATHSIG), so the server never outlives the user process, even after ``kill -9``:
+    The process gets SIGKILL from the kernel when the thread that spawned it ends
+    (PR_SET_PDEATHSIG, parent_death.py), so the server never outlives the user process, even after ``kill -9``:
     :meth:`spawn` is called on the supervision tree's thread, which lives until the server is
     stopped (supervisor/__init__.py).
     """
@@ -139,12 +138,11 @@ class ServerProcess:
             self._state = ServerState.STARTING
         try:
             self._process = subprocess.Popen(
-                self._argv,
+                with_parent_death_signal(self._argv, signal.SIGKILL),
                 env=self._env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent_thread,
                 start_new_session=True,
                 # owner-only: the server's and its stubs' /dev/shm regions, files and sockets
                 umask=PRIVATE_UMASK,
@@ -363,14 +361,3 @@ def _signal(process: subprocess.Popen, signum: int) -> None:
         process.send_signal(signum)
     except ProcessLookupError:
         pass
-
-
-# Looked up here, in the parent: the child must not dlopen between fork and exec, since another
-# thread of ours may have held the dynamic loader's lock at the fork, and the child would wait for
-# it for ever (it never becomes ready).
-_prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-
-def _die_with_parent_thread() -> None:
-    # Runs in the child between fork and exec.
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

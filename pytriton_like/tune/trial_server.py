@@ -10,13 +10,13 @@ tried again on other ports.
 import asyncio
 import collections
 import contextlib
-import ctypes
 import os
 import signal
 import sys
 from typing import Deque, List, Optional, Sequence
 
 from ..console import PREFIX
+from ..server.parent_death import with_parent_death_signal
 from ..server.process import free_ports
 from .settings import Settings
 from .usage import ProcessTree
@@ -31,17 +31,6 @@ _TAIL_LINES = 40
 _STOP_GRACE_S = 60.0
 # Trial servers listen on the loopback interface only (serve's default is every interface).
 _LOOPBACK = {f"PYTRITON_TRITON_CONFIG_{name}_ADDRESS": "127.0.0.1" for name in ("HTTP", "GRPC", "METRICS")}
-
-
-_PR_SET_PDEATHSIG = 1
-# Looked up here, in the parent: the child must not dlopen between fork and exec.
-_prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-
-def _stop_with_parent() -> None:
-    # Runs in the child between fork and exec: if tune dies (even by SIGKILL), serve gets SIGINT and
-    # stops as it does at a Ctrl-C, its tritonserver and workers with it.
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
 
 
 class StartFailure(Exception):
@@ -97,11 +86,13 @@ class TrialServer:
     async def _start_once(self, ports: Sequence[int]) -> None:
         self.tail.clear()
         self._ready = asyncio.Event()
+        # if tune dies (even by SIGKILL), serve gets SIGINT and stops as it does at a Ctrl-C, its
+        # tritonserver and workers with it
         self._process = await asyncio.create_subprocess_exec(
-            *self.argv(ports), cwd=self._cwd, env={**os.environ, **_LOOPBACK},
+            *with_parent_death_signal(self.argv(ports), signal.SIGINT), cwd=self._cwd,
+            env={**os.environ, **_LOOPBACK},
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C at the terminal is tune's to handle: it stops the trial itself
-            preexec_fn=_stop_with_parent,
         )
         self.tree = ProcessTree(self._process.pid)
         self.http_port = ports[0]

@@ -17,7 +17,8 @@ import pytriton_like
 from build_support import elf, server
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NATIVE = ("relay/libtriton_pytriton_like.so", "relay/libpytriton_like_hide_token.so", "server/reaper_wait")
+NATIVE = ("relay/libtriton_pytriton_like.so", "relay/libpytriton_like_hide_token.so", "server/reaper_wait",
+          "server/pdeathsig_exec")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def source(tmp_path_factory) -> pathlib.Path:
     for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "THIRD_PARTY_NOTICES.md"):
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(ROOT / "third_party", source / "third_party")
-    built = ("*.so", "reaper_wait", "fuzz_wire", "fuzz_call", "__pycache__")  # the wheel must build its own
+    built = ("*.so", "reaper_wait", "pdeathsig_exec", "fuzz_wire", "fuzz_call", "__pycache__")  # the wheel builds its own
     server = ("tritonserver",)  # and lay out its own server
     shutil.copytree(ROOT / "pytriton_like", source / "pytriton_like", ignore=shutil.ignore_patterns(*built, *server))
     shutil.copytree(ROOT / "native", source / "native", ignore=shutil.ignore_patterns(*built))
@@ -81,7 +82,8 @@ def test_the_wheel_ships_py_typed_the_command_and_the_native_code(source, tmp_pa
     assert "pytriton_like/py.typed" in names
     for native in NATIVE:
         assert f"pytriton_like/{native}" in names
-    assert modes["pytriton_like/server/reaper_wait"] & 0o111  # a program: pip installs it executable
+    for program in ("reaper_wait", "pdeathsig_exec"):  # programs: pip installs them executable
+        assert modes[f"pytriton_like/server/{program}"] & 0o111
     server = "pytriton_like/tritonserver/"
     assert modes[server + "bin/tritonserver"] & 0o111
     assert any(name.startswith(server + "lib/libtritonserver") for name in names)
