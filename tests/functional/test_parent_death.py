@@ -7,38 +7,44 @@ import subprocess
 import sys
 import threading
 import time
+from typing import List
 
 from pytriton_like.server.parent_death import PDEATHSIG_EXEC, with_parent_death_signal
 
 SLEEP = "/bin/sleep"
 
 
-def wait_exit(process: subprocess.Popen, timeout_s: float = 10.0):
-    try:
-        return process.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        raise
+def command_line(pid: int, program: str) -> List[bytes]:
+    """The command line of ``pid`` once it runs ``program`` (the launcher has become it), or the
+    last one read (empty while an exec replaces the process's memory)."""
+    arguments: List[bytes] = []
+    for _ in range(200):
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            arguments = cmdline.read().split(b"\0")[:-1]
+        if arguments and arguments[0] == program.encode():
+            break
+        time.sleep(0.05)
+    return arguments
 
 
 def test_the_program_gets_the_signal_when_the_thread_that_started_it_ends():
     started = {}
 
     def start() -> None:
-        started["process"] = subprocess.Popen(with_parent_death_signal([SLEEP, "60"], signal.SIGKILL))
-        for _ in range(100):  # the launcher has become the program: same pid, its own arguments
-            with open(f"/proc/{started['process'].pid}/cmdline", "rb") as cmdline:
-                started["cmdline"] = cmdline.read().split(b"\0")[:-1]
-            if started["cmdline"][0] == SLEEP.encode():
-                break
-            time.sleep(0.05)
+        process = started["process"] = subprocess.Popen(with_parent_death_signal([SLEEP, "60"], signal.SIGKILL))
+        started["cmdline"] = command_line(process.pid, SLEEP)  # same pid, the program's own arguments
 
     thread = threading.Thread(target=start)
     thread.start()
     thread.join()
-    assert started["cmdline"] == [SLEEP.encode(), b"60"]
-    assert wait_exit(started["process"]) == -signal.SIGKILL
+    process = started["process"]
+    try:
+        assert started.get("cmdline") == [SLEEP.encode(), b"60"]
+        assert process.wait(10) == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def test_the_program_lives_while_the_thread_that_started_it_does():
