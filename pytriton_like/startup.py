@@ -305,6 +305,8 @@ class ServerRun:
     def stop(self) -> None:
         """Stop the poller, unload the models, stop the server and the relay servers, remove the workspace."""
         self.supervisor.pause()  # a process stopped on purpose is not started again
+        if self._server is not None:
+            self._server.end_watch()  # its thread ends: nothing restarts the server being stopped
         if self._openai is not None:
             self._openai.close()  # first: no new request reaches the models being unloaded
             self._openai = None

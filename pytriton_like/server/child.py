@@ -89,10 +89,14 @@ class TritonServerChild(Child):
 
     def stop(self) -> None:
         self.abandon()
-        if self._memory is not None:
-            self._memory.close()
+        self.end_watch()
         if self.process is not None:
             self.process.stop(timeout_s=self._start_timeout_s)
+
+    def end_watch(self) -> None:
+        """Watch the server's memory no more (it is being stopped on purpose). Idempotent."""
+        if self._memory is not None:
+            self._memory.close()
 
     def lost(self) -> None:
         self._set_up(False)

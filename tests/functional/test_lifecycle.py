@@ -20,7 +20,7 @@ from pytriton_like.relay.protocol import PROTOCOL_VERSION
 from pytriton_like.relay_server import handling
 from pytriton_like.triton import Triton, TritonConfig
 
-from .conftest import free_config, free_ports, port_listening
+from .conftest import free_config, free_ports, port_listening, wait_for
 
 FLOAT_IN = [Tensor(name="x", dtype=np.float32, shape=(-1,))]
 FLOAT_OUT = [Tensor(name="y", dtype=np.float32, shape=(-1,))]
@@ -42,6 +42,20 @@ def test_stop_is_idempotent_and_frees_the_ports():
     assert not any(port_listening(port) for port in (config.http_port, config.grpc_port, config.metrics_port))
     with pytest.raises(PyTritonInvalidOperationError, match="stopped"):
         triton.bind(model_name="Again", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+
+
+def test_a_run_leaves_no_thread_of_its_own_behind():
+    before = set(threading.enumerate())
+    with Triton(config=free_config()) as triton:
+        triton.bind(model_name="Identity", infer_func=identity, inputs=FLOAT_IN, outputs=FLOAT_OUT)
+        triton.run()
+        names = [thread.name for thread in threading.enumerate()]
+        assert "pytriton_like-memory-watch" in names  # tritonserver's memory is watched while it serves
+
+    def ours_left():
+        return [thread.name for thread in threading.enumerate() if thread not in before and thread.is_alive()]
+
+    assert wait_for(lambda: not ours_left(), 10), ours_left()
 
 
 def test_port_in_use_is_named_in_the_error():
