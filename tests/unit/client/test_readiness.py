@@ -12,6 +12,7 @@ from pytriton_like.client.exceptions import (
     PyTritonClientTimeoutError,
 )
 from pytriton_like.client.readiness import (
+    LOAD_GRACE_S,
     REPORT_EVERY_S,
     IndexAnswer,
     ModelState,
@@ -222,6 +223,39 @@ def test_a_missing_model_is_reported_at_once_then_every_10_s(caplog):
         " waiting up to 20 s more for it (timeout 30 s, in case it is bound or loaded meanwhile)",
     ]
     assert all(record.levelno == logging.WARNING for record in caplog.records)
+
+
+def test_a_model_listed_but_not_loaded_is_reported_once_the_server_had_time_to_load_it(caplog):
+    # a server that just opened its endpoints lists its models, then loads them (make demo's client saw it)
+    waiter, clock = make_waiter(timeout_s=30.0)
+    waiter.record(Readiness.MODEL_NOT_READY)
+    never_loaded = IndexAnswer(entries=[{"name": "M"}, {"name": "Other", "version": "1", "state": "READY"}])
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.client.readiness"):
+        waiter.report(never_loaded)
+        assert caplog.records == []
+        clock.now += LOAD_GRACE_S - 0.1
+        assert not waiter.report_due()
+        clock.now += 0.1
+        assert waiter.report_due()
+        waiter.report(never_loaded)
+        clock.now += REPORT_EVERY_S - 0.1
+        assert not waiter.report_due()  # then every 10 s, as for any other reason
+    assert [record.getMessage() for record in caplog.records] == [
+        "model 'M' is in the repository of the server at http://h:8000 but not loaded (load it with the client's"
+        " or Triton's load_model()); waiting up to 28 s more for it (timeout 30 s, in case it is bound or loaded"
+        " meanwhile)",
+    ]
+
+
+def test_a_model_missing_from_the_repository_is_reported_without_the_grace(caplog):
+    waiter, _ = make_waiter(timeout_s=30.0)
+    waiter.record(Readiness.MODEL_NOT_READY)
+    with caplog.at_level(logging.WARNING, logger="pytriton_like.client.readiness"):
+        waiter.report(IndexAnswer(entries=[{"name": "N"}]))
+    assert [record.getMessage() for record in caplog.records] == [
+        "model 'M' is not in the repository of the server at http://h:8000; the server has: N;"
+        " waiting up to 30 s more for it (timeout 30 s, in case it is bound or loaded meanwhile)",
+    ]
 
 
 def test_a_loading_model_is_not_reported(caplog):
