@@ -247,17 +247,6 @@ def test_a_model_listed_but_not_loaded_is_reported_once_the_server_had_time_to_l
     ]
 
 
-def test_a_model_missing_from_the_repository_is_reported_without_the_grace(caplog):
-    waiter, _ = make_waiter(timeout_s=30.0)
-    waiter.record(Readiness.MODEL_NOT_READY)
-    with caplog.at_level(logging.WARNING, logger="pytriton_like.client.readiness"):
-        waiter.report(IndexAnswer(entries=[{"name": "N"}]))
-    assert [record.getMessage() for record in caplog.records] == [
-        "model 'M' is not in the repository of the server at http://h:8000; the server has: N;"
-        " waiting up to 30 s more for it (timeout 30 s, in case it is bound or loaded meanwhile)",
-    ]
-
-
 def test_a_loading_model_is_not_reported(caplog):
     waiter, _ = make_waiter(timeout_s=30.0)
     waiter.record(Readiness.MODEL_NOT_READY)
