@@ -54,8 +54,7 @@ _INDEX = "index"
 
 # How often a wait for a model that is not ready says why.
 REPORT_EVERY_S = 10.0
-# How long a wait stays quiet about a model the repository lists but never loaded: a server that
-# just opened its endpoints loads its models next (pytriton_like's own, right after it starts).
+# How long a wait stays quiet about a model listed but never loaded: a server just up loads it next.
 LOAD_GRACE_S = 2.0
 # Longest list of the server's models in a message.
 _MAX_LISTED = 20
@@ -124,13 +123,14 @@ def why_unavailable(
     repository but never loaded, no such version, or unavailable (unloaded, failed to load: the
     server's reason).
     """
-    versions = _listed_versions(entries, model_name)
-    if versions is None:
+    listed = [entry for entry in entries if entry.get("name") == model_name]
+    if not listed:
         names = sorted({str(entry.get("name")) for entry in entries if entry.get("name")})
         by_lower = {name.lower(): name for name in names}
         close = difflib.get_close_matches(model_name.lower(), list(by_lower), n=1)
         hint = f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
         return f"model {model_name!r} is not in the repository of the server at {url}{hint}; {_listing(names)}"
+    versions = sorted({str(entry["version"]) for entry in listed if entry.get("version")}, key=_version_key)
     if not versions:
         return (
             f"model {model_name!r} is in the repository of the server at {url} but not loaded"
@@ -143,14 +143,6 @@ def why_unavailable(
         return None
     which = f"version {model_version}" if model_version else "latest version"
     return f"model {model_name!r} ({which}) at {url} is not available" + (f": {reason}" if reason else "")
-
-
-def _listed_versions(entries: List[Dict[str, Any]], model_name: str) -> Optional[List[str]]:
-    """The versions the index lists for the model, sorted (empty: listed, never loaded); None: not listed."""
-    listed = [entry for entry in entries if entry.get("name") == model_name]
-    if not listed:
-        return None
-    return sorted({str(entry["version"]) for entry in listed if entry.get("version")}, key=_version_key)
 
 
 def _listing(names: List[str]) -> str:
@@ -248,9 +240,8 @@ class ReadinessWaiter:
     def report(self, answer: IndexAnswer) -> None:
         """Log a WARNING saying why the model is not ready, when the index tells (or was refused).
 
-        A model that is loading or unloading gets no warning: it is on its way. Nor does one the
-        repository lists but never loaded, for the wait's first :data:`LOAD_GRACE_S`: the server
-        may be about to load it.
+        A model that is loading or unloading gets no warning: it is on its way; nor, for the wait's
+        first :data:`LOAD_GRACE_S`, one listed but never loaded: the server may be about to load it.
         """
         now = self._clock()
         self._next_report = now + REPORT_EVERY_S
@@ -259,7 +250,8 @@ class ReadinessWaiter:
             why = why_unavailable(answer.entries, context.model_name, context.model_version, context.url)
             if why is None:
                 return
-            if now < self._quiet_until and _listed_versions(answer.entries, context.model_name) == []:
+            listed = [entry for entry in answer.entries if entry.get("name") == context.model_name]
+            if now < self._quiet_until and listed and not any(entry.get("version") for entry in listed):
                 self._next_report = self._quiet_until
                 return
         else:
