@@ -191,7 +191,7 @@ class ReadinessWaiter:
         self._last_error: Optional[PyTritonClientError] = None
         self._server_seen_up = False
         self._next_report: Optional[float] = None
-        self._quiet_until = clock() + LOAD_GRACE_S  # for a model listed but not loaded yet
+        self._quiet_until = 0.0  # LOAD_GRACE_S after the server was first seen up
 
     @property
     def timeout_s(self) -> float:
@@ -210,8 +210,8 @@ class ReadinessWaiter:
         """Records what a probe found."""
         self._last = readiness
         self._last_error = None
-        if readiness is not Readiness.SERVER_NOT_READY:
-            self._server_seen_up = True
+        if readiness is not Readiness.SERVER_NOT_READY and not self._server_seen_up:
+            self._server_seen_up, self._quiet_until = True, self._clock() + LOAD_GRACE_S
 
     def record_error(self, error: PyTritonClientError) -> None:
         """Records a probe that failed (server unreachable, probe timed out...)."""
@@ -240,8 +240,8 @@ class ReadinessWaiter:
     def report(self, answer: IndexAnswer) -> None:
         """Log a WARNING saying why the model is not ready, when the index tells (or was refused).
 
-        A model that is loading or unloading gets no warning: it is on its way; nor, for the wait's
-        first :data:`LOAD_GRACE_S`, one listed but never loaded: the server may be about to load it.
+        A model that is loading or unloading gets no warning: it is on its way; nor, for
+        :data:`LOAD_GRACE_S` after the server was first seen up, one listed but never loaded.
         """
         now = self._clock()
         self._next_report = now + REPORT_EVERY_S

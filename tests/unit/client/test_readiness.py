@@ -228,6 +228,8 @@ def test_a_missing_model_is_reported_at_once_then_every_10_s(caplog):
 def test_a_model_listed_but_not_loaded_is_reported_once_the_server_had_time_to_load_it(caplog):
     # a server that just opened its endpoints lists its models, then loads them (make demo's client saw it)
     waiter, clock = make_waiter(timeout_s=30.0)
+    waiter.record(Readiness.SERVER_NOT_READY)
+    clock.now += 5.0  # the grace counts from the server first seen up
     waiter.record(Readiness.MODEL_NOT_READY)
     never_loaded = IndexAnswer(entries=[{"name": "M"}, {"name": "Other", "version": "1", "state": "READY"}])
     with caplog.at_level(logging.WARNING, logger="pytriton_like.client.readiness"):
@@ -242,7 +244,7 @@ def test_a_model_listed_but_not_loaded_is_reported_once_the_server_had_time_to_l
         assert not waiter.report_due()  # then every 10 s, as for any other reason
     assert [record.getMessage() for record in caplog.records] == [
         "model 'M' is in the repository of the server at http://h:8000 but not loaded (load it with the client's"
-        " or Triton's load_model()); waiting up to 28 s more for it (timeout 30 s, in case it is bound or loaded"
+        " or Triton's load_model()); waiting up to 23 s more for it (timeout 30 s, in case it is bound or loaded"
         " meanwhile)",
     ]
 
