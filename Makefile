@@ -132,10 +132,10 @@ clean:
 	rm -rf $(VENV) $(VENV_NUMPY1) $(VENV_PEERS) build dist site pytriton_like/tritonserver *.egg-info .pytest_cache pytriton_like/relay/*.so pytriton_like/server/reaper_wait pytriton_like/server/pdeathsig_exec
 	$(MAKE) -C native clean
 
-# The relay's backend, the token-hiding library and the reaper's waiting program built with
-# AddressSanitizer and UBSan, and the functional and integration tests run on them (tritonserver
-# is not instrumented: the sanitizer runtime is preloaded into every process of the run). The
-# plain build is restored afterwards.
+# The relay's backend, the token-hiding library, the reaper's waiting program and the launcher
+# built with AddressSanitizer and UBSan, and the functional and integration tests run on them
+# (tritonserver is not instrumented: the sanitizer runtime is preloaded into every process of the
+# run). The plain build is restored afterwards.
 # Deselected: with the runtime preloaded, a tritonserver that fails before serving hangs in
 # exit() (a bundled library's destructor, libp11-kit, waits for glibc's locale lock), so the test
 # of a failing start would see a timeout instead of the exit it checks; no model is loaded there.

@@ -1,6 +1,6 @@
 /* Runs a program that gets a signal when the thread that started it ends (PR_SET_PDEATHSIG):
  *
- *   pytriton_like_pdeathsig_exec <signal> <parent pid> <program> [argument ...]
+ *   pdeathsig_exec <signal> <parent pid> <program> [argument ...]
  *
  * tritonserver gets SIGKILL when the user process dies, even by SIGKILL (server/process.py), and a
  * tune trial's `serve` gets SIGINT when tune dies (tune/trial_server.py). Setting the signal from

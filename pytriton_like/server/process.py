@@ -94,8 +94,8 @@ def free_ports(count: int) -> List[int]:
 class ServerProcess:
     """One tritonserver process.
 
-    The process gets SIGKILL from the kernel when the thread that spawned it ends
-    (PR_SET_PDEATHSIG, parent_death.py), so the server never outlives the user process, even after ``kill -9``:
+    The process gets SIGKILL from the kernel when the thread that spawned it ends (PR_SET_PDEATHSIG,
+    parent_death.py), so the server never outlives the user process, even after ``kill -9``:
     :meth:`spawn` is called on the supervision tree's thread, which lives until the server is
     stopped (supervisor/__init__.py).
     """

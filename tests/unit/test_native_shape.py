@@ -7,7 +7,8 @@ import re
 
 NATIVE = pathlib.Path(__file__).resolve().parents[2] / "native"
 LIMIT = 400
-# Built on their own, not into the backend: the decoders' fuzzers, the token-hiding library, the reaper's program.
+# Built on their own, not into the backend: the decoders' fuzzers, the token-hiding library, the reaper's program,
+# the launcher that sets a parent-death signal.
 NOT_BACKEND = {"fuzz_wire.c", "fuzz_call.c", "hide_token.c", "reaper_wait.c", "pdeathsig_exec.c"}
 
 
