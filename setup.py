@@ -41,7 +41,7 @@ ROOT = pathlib.Path(__file__).resolve().parent
 # The relay's backend: its files (native/Makefile lists the same).
 SOURCES = ["backend.c", "encoder.c", "instance.c", "reader.c", "responses.c", "slots.c", "wire.c", "transport.c",
            "settings.c", "metrics.c", "log.c", "call_listener.c", "call_request.c", "call_reply.c",
-           "traces.c"]
+           "call_send.c", "traces.c"]
 PROGRAMS = {"reaper_wait", "pdeathsig_exec"}  # built as programs; the others as shared libraries
 SERVER_FOLDER = "tritonserver"  # in the package: pytriton_like/tritonserver
 

@@ -26,36 +26,50 @@
 #include "triton_api.h"
 
 /* The value of --backend-config=pytriton_like,<key>=<value> in value (empty when absent). The config
- * is JSON ({"cmdline":{"server-restarts":"N",...}}); the values pytriton_like sets need no escapes. */
-static void backend_option(TRITONBACKEND_Backend* backend, const char* key, char* value, size_t value_len) {
+ * is JSON ({"cmdline":{"server-restarts":"N",...}}): a value's escaped quotes, backslashes and slashes
+ * are read back. 0, or -1 when the value is there but longer than value_len - 1 or holds another
+ * escape: never a part of it, which would be another value. */
+static int backend_option(TRITONBACKEND_Backend* backend, const char* key, char* value, size_t value_len) {
   TRITONSERVER_Message* message;
   const char* json;
   size_t size;
   value[0] = '\0';
   if (relay_check(TRITONBACKEND_BackendConfig(backend, &message), __LINE__) ||
       relay_check(TRITONSERVER_MessageSerializeToJson(message, &json, &size), __LINE__))
-    return;
+    return 0;
   char pattern[64];
   int pattern_len = snprintf(pattern, sizeof(pattern), "\"%s\":\"", key);
   const char* end = json + size;
   for (const char* at = json; at + pattern_len <= end; at++) {
     if (memcmp(at, pattern, (size_t)pattern_len) != 0) continue;
-    const char* start = at + pattern_len;
-    const char* quote = memchr(start, '"', (size_t)(end - start));
-    size_t len = quote != NULL ? (size_t)(quote - start) : 0;
-    if (len >= value_len) len = 0; /* none of ours is that long: not ours */
-    memcpy(value, start, len);
-    value[len] = '\0';
-    return;
+    size_t len = 0;
+    for (at += pattern_len; at < end; at++) {
+      if (*at == '"') {
+        value[len] = '\0';
+        return 0;
+      }
+      if (*at == '\\' && (++at == end || (*at != '"' && *at != '\\' && *at != '/'))) break;
+      if (len + 1 >= value_len) break;
+      value[len++] = *at;
+    }
+    value[0] = '\0';
+    return -1;
   }
+  return 0;
 }
 
 /* Nested calls' socket (calls.h), when --backend-config gives its path (calls-socket) and the token
- * it asks for (calls-token, after the access token's marker that hides it from /proc/<pid>/cmdline). */
+ * it asks for (calls-token, after the access token's marker that hides it from /proc/<pid>/cmdline).
+ * A token that cannot be read whole stops the backend: the socket never goes without it. */
 static TRITONSERVER_Error* start_calls(TRITONBACKEND_Backend* backend) {
-  char socket_path[SETTINGS_MAX_PATH], token[256];
-  backend_option(backend, "calls-socket", socket_path, sizeof(socket_path));
-  backend_option(backend, "calls-token", token, sizeof(token));
+  char socket_path[SETTINGS_MAX_PATH], token[CALLS_MAX_TOKEN + sizeof("triton-access-token=")];
+  if (backend_option(backend, "calls-socket", socket_path, sizeof(socket_path)) != 0)
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "the nested calls' socket path is too long");
+  if (backend_option(backend, "calls-token", token, sizeof(token)) != 0)
+    return error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                     "nested calls take an access token of at most %d printable characters"
+                     " (TritonSecurityConfig.access_token)",
+                     CALLS_MAX_TOKEN);
   if (socket_path[0] == '\0') return NULL;
   static const char marker[] = "triton-access-token=";
   const char* token_value = strncmp(token, marker, sizeof(marker) - 1) == 0 ? token + sizeof(marker) - 1 : NULL;
@@ -74,7 +88,7 @@ TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
                      RELAY_BACKEND_API_MAJOR, RELAY_BACKEND_API_MINOR, major, minor);
   TRY(start_calls(backend));
   char restarts[32];
-  backend_option(backend, "server-restarts", restarts, sizeof(restarts));
+  (void)backend_option(backend, "server-restarts", restarts, sizeof(restarts));
   metrics_families_new(strtoull(restarts, NULL, 10));
   return NULL;
 }

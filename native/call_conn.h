@@ -27,6 +27,11 @@ struct call_conn {
   struct arena outs[WIRE_CALL_ARENAS]; /* ours: large outputs, written by Triton's backends in place */
   struct wire_buf rx;    /* the message being read */
   struct wire_buf spare; /* a message buffer for the next call (the last call's, given back) */
+  struct wire_buf queue; /* bytes the socket did not take yet (call_send.c), from queue_sent on */
+  size_t queue_sent;
+  int queue_fd;          /* a descriptor to send with the queue's byte at queue_fd_at, or -1 */
+  size_t queue_fd_at;
+  int epoll_fd;          /* the listener's, which wakes for the socket's room while the queue holds bytes */
   struct nested_call* call; /* in flight, or NULL */
   struct call_conn* next;   /* the listener's list */
 };
@@ -74,7 +79,12 @@ void call_fail(struct nested_call* call, TRITONSERVER_Error_Code code, const cha
 void call_detach_locked(struct nested_call* call);
 /* Frees a detached call, and the connection if it held it last. */
 void call_free(struct nested_call* call);
-/* Sends a message on the connection (conn->lock held); nothing when it is closed. */
+
+/* call_send.c */
+/* Sends a message on the connection, or queues what the socket does not take now (conn->lock
+ * held); nothing when it is closed. pass_fd is lent: the queue keeps a copy of it. */
 void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcnt, int pass_fd);
+/* Sends what the queue holds, as the socket takes it (the listener's thread, when it has room). */
+void conn_send_queued(struct call_conn* conn);
 
 #endif

@@ -27,7 +27,7 @@ static struct {
   TRITONSERVER_Server* server;
   TRITONSERVER_ResponseAllocator* allocator;
   char path[108];
-  char token[256];
+  char token[CALLS_MAX_TOKEN + 1];
   int has_token;
   int listen_fd;
   int epoll_fd;
@@ -42,14 +42,6 @@ void calls_set_server(TRITONSERVER_Server* server) {
   pthread_mutex_lock(&calls.lock);
   calls.server = server;
   pthread_mutex_unlock(&calls.lock);
-}
-
-void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcnt, int pass_fd) {
-  if (conn->closed) return;
-  if (transport_send(conn->fd, iov, iovcnt, pass_fd) != 0) {
-    conn->closed = 1; /* the caller is gone; the listener sees the end and lets go of it */
-    shutdown(conn->fd, SHUT_RDWR);
-  }
 }
 
 /* A message of the header alone (and a text): WELCOME, or a REPLY to a MODEL question. */
@@ -67,6 +59,8 @@ static void send_plain(struct call_conn* conn, uint8_t kind, uint8_t flags, uint
 
 static void conn_free(struct call_conn* conn) {
   close(conn->fd);
+  if (conn->queue_fd >= 0) close(conn->queue_fd);
+  wire_buf_free(&conn->queue);
   arena_free(&conn->in);
   for (uint32_t i = 0; i < WIRE_CALL_ARENAS; i++) arena_free(&conn->outs[i]);
   wire_buf_free(&conn->rx);
@@ -270,6 +264,8 @@ static void accept_caller(void) {
   struct arena empty = ARENA_INIT;
   conn->fd = fd;
   conn->refs = 1;
+  conn->queue_fd = -1;
+  conn->epoll_fd = calls.epoll_fd;
   conn->in = empty;
   for (uint32_t i = 0; i < WIRE_CALL_ARENAS; i++) conn->outs[i] = empty;
   pthread_mutex_init(&conn->lock, NULL);
@@ -293,9 +289,10 @@ static void* listener_main(void* argument) {
       if (what == &calls.stop_fd) return NULL;
       if (what == &calls.listen_fd) {
         accept_caller();
-      } else if (serve_message(what) != 0) {
-        conn_end(what);
+        continue;
       }
+      if (events[i].events & EPOLLOUT) conn_send_queued(what);
+      if ((events[i].events & ~(uint32_t)EPOLLOUT) && serve_message(what) != 0) conn_end(what);
     }
   }
   relay_log(TRITONSERVER_LOG_ERROR, __LINE__, "nested calls' socket: %s", strerror(errno));

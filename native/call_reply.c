@@ -76,6 +76,8 @@ static TRITONSERVER_Error* encode_outputs(struct nested_call* call, TRITONSERVER
   uint32_t count;
   TRY(TRITONSERVER_InferenceResponseOutputCount(response, &count));
   if (count > 65535) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "too many outputs");
+  /* where the outputs in the arena were placed: grow_arena moves them to the same offsets of another */
+  const uint8_t* placed = call->out != NULL ? call->out->map : NULL;
   if (call->overflow) TRY(grow_arena(call, response, count));
   struct wire_buf* msg = &call->reply;
   struct wire_buf* data = &call->data;
@@ -96,7 +98,7 @@ static TRITONSERVER_Error* encode_outputs(struct nested_call* call, TRITONSERVER
     uint64_t offset;
     if (out.userp == &IN_ARENA) {
       where = WIRE_ARENA;
-      offset = (uint64_t)((const uint8_t*)out.base - call->out->map);
+      offset = (uint64_t)((const uint8_t*)out.base - placed);
     } else if (call->overflow && out.size && conn->threshold && out.size >= conn->threshold) {
       where = WIRE_ARENA; /* moved by grow_arena, in the same order */
       offset = overflow_at;

@@ -130,6 +130,9 @@ static void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t fl
   if (!(flags & TRITONSERVER_REQUEST_RELEASE_ALL)) return;
   struct nested_call* call = userp;
   struct call_conn* conn = call->conn;
+  /* before Triton may reuse its address, and while the call is surely alive: once request is NULL
+   * the last response, on another thread, may free it */
+  made_remove(call);
   pthread_mutex_lock(&conn->lock);
   call->request = NULL; /* no cancel reaches it from here */
   int done = call->final_waits;
@@ -139,7 +142,6 @@ static void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t fl
   }
   uint64_t trace_parent = call->trace_parent;
   pthread_mutex_unlock(&conn->lock);
-  made_remove(call); /* before Triton may reuse its address */
   relay_check(TRITONSERVER_InferenceRequestDelete(request), __LINE__);
   traces_done(trace_parent); /* the caller's request may be given back now */
   if (done) call_free(call);

@@ -18,6 +18,9 @@
 
 #include "triton_api.h"
 
+/* The longest access token the socket asks for (a longer one stops the backend: backend.c). */
+#define CALLS_MAX_TOKEN 1024
+
 /* Listens at path (replacing a socket a dead tritonserver left there), on a thread of its own.
  * token: what a caller's HELLO must carry, or NULL. 0, or -1 with a message. */
 int calls_start(const char* path, const char* token, char* message, size_t message_len);

@@ -35,12 +35,14 @@ int transport_connect(const char* path) {
   return fd;
 }
 
-/* sendmsg until every byte went; the descriptor goes with the first call only. */
-static int send_all(int fd, struct iovec* iov, int iovcnt, int pass_fd) {
+/* sendmsg until every byte went, or (flags with MSG_DONTWAIT) until the socket takes no more; the
+ * descriptor goes with the first bytes sent. 0 with *sent the bytes that went, or -1 with errno. */
+static int send_iov(int fd, struct iovec* iov, int iovcnt, int pass_fd, int flags, size_t* sent) {
   union {
     struct cmsghdr header;
     char space[CMSG_SPACE(sizeof(int))];
   } control;
+  *sent = 0;
   while (iovcnt > 0) {
     struct msghdr message;
     memset(&message, 0, sizeof(message));
@@ -56,13 +58,15 @@ static int send_all(int fd, struct iovec* iov, int iovcnt, int pass_fd) {
       cmsg->cmsg_len = CMSG_LEN(sizeof(int));
       memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
     }
-    ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL);
-    if (sent < 0) {
+    ssize_t count = sendmsg(fd, &message, flags | MSG_NOSIGNAL);
+    if (count < 0) {
       if (errno == EINTR) continue;
+      if ((flags & MSG_DONTWAIT) && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
       return -1;
     }
     pass_fd = -1;
-    size_t left = (size_t)sent;
+    *sent += (size_t)count;
+    size_t left = (size_t)count;
     while (iovcnt > 0 && left >= iov->iov_len) {
       left -= iov->iov_len;
       iov++;
@@ -78,22 +82,45 @@ static int send_all(int fd, struct iovec* iov, int iovcnt, int pass_fd) {
 
 #define MAX_IOV 8
 
-int transport_send(int fd, const struct iovec* iov, int iovcnt, int pass_fd) {
-  struct iovec all[MAX_IOV + 1];
-  if (iovcnt > MAX_IOV) {
-    errno = EINVAL;
-    return -1;
-  }
+/* The message's length prefix in prefix and, after it in all, the iovecs; the count of all's. */
+static int framed(const struct iovec* iov, int iovcnt, uint8_t prefix[8], struct iovec* all, size_t* total) {
   uint64_t length = 0;
   for (int i = 0; i < iovcnt; i++) {
     length += iov[i].iov_len;
     all[i + 1] = iov[i];
   }
-  uint8_t prefix[8];
   for (int i = 0; i < 8; i++) prefix[i] = (uint8_t)(length >> (8 * i));
   all[0].iov_base = prefix;
-  all[0].iov_len = sizeof(prefix);
-  return send_all(fd, all, iovcnt + 1, pass_fd);
+  all[0].iov_len = 8;
+  *total = 8 + length;
+  return iovcnt + 1;
+}
+
+int transport_send(int fd, const struct iovec* iov, int iovcnt, int pass_fd) {
+  struct iovec all[MAX_IOV + 1];
+  uint8_t prefix[8];
+  size_t total, sent;
+  if (iovcnt > MAX_IOV) {
+    errno = EINVAL;
+    return -1;
+  }
+  return send_iov(fd, all, framed(iov, iovcnt, prefix, all, &total), pass_fd, 0, &sent);
+}
+
+int transport_send_now(int fd, const struct iovec* iov, int iovcnt, int pass_fd, uint8_t prefix[8],
+                       size_t* sent) {
+  struct iovec all[MAX_IOV + 1];
+  size_t total;
+  if (iovcnt > MAX_IOV) {
+    errno = EINVAL;
+    return -1;
+  }
+  return send_iov(fd, all, framed(iov, iovcnt, prefix, all, &total), pass_fd, MSG_DONTWAIT, sent);
+}
+
+int transport_send_bytes_now(int fd, const void* data, size_t len, int pass_fd, size_t* sent) {
+  struct iovec iov = {(void*)data, len};
+  return send_iov(fd, &iov, 1, pass_fd, MSG_DONTWAIT, sent);
 }
 
 int transport_nudge(int fd) {

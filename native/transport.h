@@ -17,6 +17,14 @@ int transport_connect(const char* path);
  * pass_fd (when >= 0) attached. 0, or -1 with errno set (EPIPE: the relay server is gone). */
 int transport_send(int fd, const struct iovec* iov, int iovcnt, int pass_fd);
 
+/* As transport_send, but only what the socket takes now: 0 with *sent the bytes that went (of the
+ * 8-byte length prefix, left in prefix, then the iovecs; pass_fd went if *sent > 0), or -1. */
+int transport_send_now(int fd, const struct iovec* iov, int iovcnt, int pass_fd, uint8_t prefix[8],
+                       size_t* sent);
+
+/* len bytes of a message (framed already), as much as the socket takes now: as transport_send_now. */
+int transport_send_bytes_now(int fd, const void* data, size_t len, int pass_fd, size_t* sent);
+
 /* A message of length 0, telling the relay server a batch follows shortly. */
 int transport_nudge(int fd);
 

@@ -15,6 +15,7 @@ A module of its own so that serving alone does not import the client side.
 import contextlib
 import json
 import re
+import weakref
 from typing import Any, AsyncIterator, Dict, Iterator, Optional
 
 import numpy as np
@@ -136,7 +137,7 @@ class NestedModelClient(NetworkNestedModelClient):
                 operation = _STREAMING
                 stream = _open_stream(self._channels, self.model_name, self.model_version, request_id, request,
                                       timeout_s)
-                return self._responses(stream, strip)
+                return _leased(self._responses(stream, strip), stream[0])
             channel = self._channels.take()
             try:
                 outputs = channel.call(self.model_name, self.model_version, request_id, request, timeout_s)
@@ -148,7 +149,7 @@ class NestedModelClient(NetworkNestedModelClient):
         return _stripped(outputs) if strip else outputs
 
     def _responses(self, stream, strip: bool) -> Iterator[Dict[str, np.ndarray]]:
-        channels, channel, responses = stream
+        lease, responses = stream
         try:
             while True:
                 with explain_timeout(self._caller, self.model_name):
@@ -161,7 +162,7 @@ class NestedModelClient(NetworkNestedModelClient):
                 yield _stripped(outputs) if strip else outputs
         finally:
             responses.close()
-            channels.give_back(channel)
+            lease.end()
 
 
 class AsyncioNestedModelClient(AsyncioNetworkNestedModelClient):
@@ -225,7 +226,7 @@ class AsyncioNestedModelClient(AsyncioNetworkNestedModelClient):
                 operation = _STREAMING
                 stream = _open_stream(self._channels, self.model_name, self.model_version, request_id, request,
                                       timeout_s, asynchronous=True)
-                return self._responses(stream, strip)
+                return _leased(self._responses(stream, strip), stream[0])
             channel = self._channels.take()
             try:
                 outputs = await channel.call_async(self.model_name, self.model_version, request_id, request, timeout_s)
@@ -237,7 +238,7 @@ class AsyncioNestedModelClient(AsyncioNetworkNestedModelClient):
         return _stripped(outputs) if strip else outputs
 
     async def _responses(self, stream, strip: bool) -> AsyncIterator[Dict[str, np.ndarray]]:
-        channels, channel, responses = stream
+        lease, responses = stream
         try:
             while True:
                 with explain_timeout(self._caller, self.model_name):
@@ -250,19 +251,46 @@ class AsyncioNestedModelClient(AsyncioNetworkNestedModelClient):
                 yield _stripped(outputs) if strip else outputs
         finally:
             await responses.aclose()
-            channels.give_back(channel)
+            lease.end()
+
+
+class _Lease:
+    """A stream's connection, given back to its pool once: when the stream ends, or when its
+    iterator is dropped unstarted (whose ``finally`` never runs: the call is then cancelled)."""
+
+    def __init__(self, channels: CallChannels, channel):
+        self._channels = channels
+        self._channel = channel
+
+    def end(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            self._channels.give_back(channel)
+
+    def drop(self) -> None:
+        """As :meth:`end` for a stream not run to its end: the connection closes (no lock is taken,
+        as the garbage collector may run this anywhere)."""
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
 
 
 def _open_stream(channels: CallChannels, model: str, version: Optional[str], request_id: str, request: Request,
                  timeout_s: float, asynchronous: bool = False):
-    """Sends a decoupled model's call on a connection of its own: (pool, connection, responses)."""
+    """Sends a decoupled model's call on a connection of its own: (its lease, responses)."""
     channel = channels.take()
     try:
         start = channel.stream_async if asynchronous else channel.stream
-        return channels, channel, start(model, version, request_id, request, timeout_s)
+        return _Lease(channels, channel), start(model, version, request_id, request, timeout_s)
     except BaseException:
         channels.give_back(channel)
         raise
+
+
+def _leased(responses, lease: _Lease):
+    """``responses``, whose lease ends when they are dropped, even unstarted."""
+    weakref.finalize(responses, lease.drop).atexit = False
+    return responses
 
 
 def _stripped(outputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:

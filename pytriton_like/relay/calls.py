@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import mmap
 import os
+import socket
 import sys
 import threading
 import time
@@ -90,7 +91,11 @@ class CallChannel:
         self._outs: Dict[int, mmap.mmap] = {}  # the backend's output arenas, mapped here
         self._held: Dict[int, np.ndarray] = {}  # per output arena, the base array of the outputs last read there
         self._ids = itertools.count(1)
-        self.broken = False  # a call was given up on (timeout, cancel, error): the connection must go
+        self._pid = os.getpid()
+        self.broken = False  # a call was given up on (timeout, cancel, error) or runs: the connection must go
+        # outputs beyond ARENA_KEEP_BYTES came in an arena: the connection goes too, so that neither
+        # process keeps their pages while it waits in the pool (a call trims only the arena it uses)
+        self.large = False
 
     # -- sync --------------------------------------------------------------------------------
 
@@ -130,6 +135,7 @@ class CallChannel:
         (``timeout_s`` bounds the wait for each). Leaving the iteration early cancels the call (the
         connection breaks)."""
         self._send_call(name, version, request_id, request, stream=True)
+        self.broken = True  # until its last reply: a stream left before it cancels the call
         return self._responses(timeout_s)
 
     def _responses(self, timeout_s: float) -> Iterator[Dict[str, np.ndarray]]:
@@ -142,6 +148,7 @@ class CallChannel:
                     yield reply.outputs
                 if reply.final:
                     done = True
+                    self.broken = False
                     return
         finally:
             if not done:
@@ -174,6 +181,7 @@ class CallChannel:
                      timeout_s: float) -> AsyncIterator[Dict[str, np.ndarray]]:
         """As :meth:`stream`: the call is sent now, its responses come through an async iterator."""
         self._send_call(name, version, request_id, request, stream=True)
+        self.broken = True  # until its last reply, as in :meth:`stream`
         return self._responses_async(timeout_s)
 
     async def _responses_async(self, timeout_s: float) -> AsyncIterator[Dict[str, np.ndarray]]:
@@ -186,6 +194,7 @@ class CallChannel:
                     yield reply.outputs
                 if reply.final:
                     done = True
+                    self.broken = False
                     return
         finally:
             if not done:
@@ -193,6 +202,9 @@ class CallChannel:
 
     def close(self) -> None:
         """Closes the connection (a call still running is cancelled) and the caller's arena."""
+        if self._pid == os.getpid():  # the end even where a forked child holds the socket too (not in the child)
+            with contextlib.suppress(OSError):
+                self._channel.socket.shutdown(socket.SHUT_RDWR)
         self._channel.close()
         self._arena.close()
         self._outs.clear()
@@ -260,7 +272,8 @@ class CallChannel:
         try:
             body, fd = self._channel.recv()
         except ChannelClosed:
-            raise ChannelClosed("tritonserver closed the connection of the call (it stopped or is restarting)") from None
+            raise ChannelClosed("tritonserver closed the connection of the call (it stopped or is restarting, or the"
+                                " call's stream left more than 64 MiB unread)") from None
         header = read_header(body)
         index = header.slot
         if fd is not None:
@@ -268,8 +281,10 @@ class CallChannel:
         mapping = self._outs.get(index)
         view = np.frombuffer(mapping, np.uint8) if mapping is not None else None
         reply = decode_reply(body, view, header)
-        if reply.outputs and view is not None and any(array.base is view for array in reply.outputs.values()):
+        in_arena = [array for array in (reply.outputs or {}).values() if view is not None and array.base is view]
+        if in_arena:
             self._held[index] = view  # its reference count says whether the caller still holds them
+            self.large = self.large or sum(array.nbytes for array in in_arena) > shm.ARENA_KEEP_BYTES
         return reply
 
 
@@ -314,6 +329,8 @@ class CallChannels:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            if self._pid != os.getpid():  # a forked child: the parent's connections are not its own to end
+                return
         for channel in idle:
             channel.close()
 
@@ -329,9 +346,10 @@ class CallChannels:
         return CallChannel(self.address, self._token, self._shm_limit)
 
     def give_back(self, channel: CallChannel) -> None:
-        """Takes a connection back for the next call, or closes it when its call broke it."""
+        """Takes a connection back for the next call, or closes it when its call broke it or left
+        large outputs in its arenas."""
         with self._lock:
-            if not channel.broken and not self._closed and len(self._idle) < _MAX_IDLE:
+            if not (channel.broken or channel.large or self._closed) and len(self._idle) < _MAX_IDLE:
                 self._idle.append(channel)
                 return
         channel.close()

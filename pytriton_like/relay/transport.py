@@ -57,6 +57,12 @@ def _collect(ancillary, fds: List[int]) -> None:
             fds.extend(received)
 
 
+def _close_all(fds: List[int]) -> None:
+    """Closes the descriptors of a message that will not be read."""
+    for fd in fds:
+        os.close(fd)
+
+
 def _path(address: str) -> str:
     if not address.startswith(UNIX_SCHEME):
         raise ValueError(f"a relay address is {UNIX_SCHEME}PATH, got {address!r}")
@@ -113,21 +119,21 @@ class Channel:
             _collect(ancillary, fds)
         if count < _LENGTH.size:
             if count == 0:
-                self._one(fds)
+                _close_all(fds)
                 raise ChannelClosed("the connection closed")
             self._recv_into(memoryview(prefix)[count:], fds)
         (length,) = _LENGTH.unpack(prefix)
         if length == 0:
             return _EMPTY, self._one(fds) if fds else None
         if length > MAX_MESSAGE_BYTES:
-            self._one(fds)
+            _close_all(fds)
             raise FramingError(f"a message of {length} bytes")
         body = bytearray(length)
         view = memoryview(body)
         got = self.socket.recv_into(view)
         if got < length:
             if got == 0:
-                self._one(fds)
+                _close_all(fds)
                 raise ChannelClosed("the connection closed inside a message")
             self._recv_into(view[got:], fds)
         return view, self._one(fds) if fds else None
@@ -145,7 +151,7 @@ class Channel:
             if ancillary:
                 _collect(ancillary, fds)
             if count == 0:
-                self._one(fds)
+                _close_all(fds)
                 raise ChannelClosed("the connection closed inside a message")
             got += count
 

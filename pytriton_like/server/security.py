@@ -38,6 +38,9 @@ DEFAULT_RESTRICTED_ENDPOINTS = ("shared-memory", "model-repository", "statistics
 # metadata key ``triton-grpc-protocol-triton-access-token``).
 ACCESS_TOKEN_HEADER = "triton-access-token"
 _TOKEN_BYTES = 32
+# The longest token (the relay's backend reads the nested calls' token into a buffer of this size:
+# CALLS_MAX_TOKEN in native/calls.h).
+MAX_TOKEN_CHARS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +77,12 @@ class TritonSecurityConfig:
         if token is None and endpoints:
             object.__setattr__(self, "access_token", secrets.token_urlsafe(_TOKEN_BYTES))
         elif token is not None:
-            if not isinstance(token, str) or not token or any(c in token for c in ",:= \t\r\n"):
+            if (not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS or not token.isprintable()
+                    or any(c in token for c in ",:= ")):
                 raise PyTritonValidationError(
-                    "TritonSecurityConfig: access_token must be a non-empty string without ',', ':', '=' or"
-                    f" whitespace (it travels in Triton's '<apis>:<header>=<token>' flag), got {token!r}"
+                    f"TritonSecurityConfig: access_token must be a string of 1 to {MAX_TOKEN_CHARS} printable"
+                    " characters without ',', ':', '=' or spaces (it travels in Triton's '<apis>:<header>=<token>'"
+                    f" flag), got {token!r}"
                 )
 
     @staticmethod

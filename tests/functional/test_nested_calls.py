@@ -13,6 +13,7 @@ import signal
 import stat
 import threading
 import time
+import warnings
 
 import numpy as np
 import psutil
@@ -35,12 +36,17 @@ CALL_OUTPUTS = [Tensor(name="y", dtype=np.float32, shape=(-1,)), Tensor(name="er
 SLOW_S = 1.0
 
 SLOW_RUNS = []  # the tags of the requests Slow ran (it runs in this process)
-TICKER_ENDS = []  # when each of Ticker's streams ended, and after how many pieces (it runs in this process)
+TICKER_STARTS = []  # when each of Ticker's streams started (it runs in this process)
+TICKER_ENDS = []  # when each of Ticker's streams ended, and after how many pieces
 TICKS, TICK_S = 200, 0.02
 NESTED_ERRORS = []  # (when, error text) of the nested calls that failed in Call (in this process)
 HELD_RUNS = []  # the tags of the requests Held ran (it runs in this process)
 HELD_RELEASE = threading.Event()  # what Held's streams wait for
 HELD_STREAMS = 64  # streams in flight an instance of a decoupled model takes (native/instance.c)
+FLOOD_PIECES = 100  # of 64 KiB each: far more than a socket holds
+FLOOD_SENT = []  # per stream of Flood, the pieces it sent so far (it runs in this process)
+FLOOD_ENDED = []  # the streams of Flood that ended
+FLOOD_RELEASE = threading.Event()  # what SlowReader waits for before it reads the rest of its stream
 
 
 def inner(requests):
@@ -68,6 +74,7 @@ def ticker(requests):
     """A long stream: TICKS pieces, TICK_S apart, the first after the "delay" parameter (0 s by
     default); records when it ended (its generator closed)."""
     sent = 0
+    TICKER_STARTS.append(time.monotonic())
     try:
         time.sleep(float(requests[0].parameters.get("delay", 0)))
         for sent in range(1, TICKS + 1):
@@ -82,6 +89,45 @@ def held(requests):
     HELD_RUNS.extend(request.parameters.get("tag", "") for request in requests)
     HELD_RELEASE.wait(30)
     yield [{"y": request["x"]} for request in requests]
+
+
+def flood(requests):
+    """A stream of FLOOD_PIECES responses (the "pieces" parameter) of 64 KiB, piece p all p, as fast
+    as they go."""
+    FLOOD_SENT.append(0)
+    stream = len(FLOOD_SENT) - 1
+    try:
+        for piece in range(int(requests[0].parameters.get("pieces", FLOOD_PIECES))):
+            yield [{"y": np.full((1, 16384), piece, np.float32)} for _ in requests]
+            FLOOD_SENT[stream] = piece + 1
+    finally:
+        FLOOD_ENDED.append(stream)
+
+
+@triton_context
+def slow_reader(requests, triton_context):
+    """Reads the first piece of Flood's stream, waits for FLOOD_RELEASE, then reads the rest: how many
+    pieces came, in order (the error that ended the stream early in NESTED_ERRORS)."""
+    pieces = iter(triton_context.client("Flood").infer_batch(requests[0]["x"], parameters=requests[0].parameters))
+    count = int(next(pieces)["y"][0, 0] == 0)
+    FLOOD_RELEASE.wait(60)
+    try:
+        for index, piece in enumerate(pieces, start=1):
+            count += int(piece["y"][0, 0] == index)
+    except PyTritonClientError as exc:
+        NESTED_ERRORS.append((time.monotonic(), f"{type(exc).__name__}: {exc}"))
+    return [{"y": np.full((1, 1), count, np.float32)} for _ in requests]
+
+
+def twins(requests):
+    """Two large outputs: the second does not fit the arena the first was placed in."""
+    return [{"y": request["x"] * np.float32(2), "z": request["x"] * np.float32(3)} for request in requests]
+
+
+@triton_context
+def call_twins(requests, triton_context):
+    client = triton_context.client("Twins")
+    return [client.infer_batch(x=request["x"]) for request in requests]
 
 
 def slow(requests):
@@ -130,6 +176,22 @@ def _call_one(triton_context, request):
     if mode == "sequence":  # three calls of one sequence: the last running sum
         ends = [dict(sequence_start=step == 0, sequence_end=step == 2) for step in range(3)]
         return [first(client.infer_batch(x, sequence_id=parameters["sid"], **end)) for end in ends][-1]
+    if mode == "drop":  # a stream made and dropped unstarted, once the called model runs: its call is cancelled
+        responses = client.infer_batch(x, parameters=forwarded)
+        _wait(lambda: TICKER_STARTS, 5)
+        del responses
+        return x
+    if mode == "fork":  # a child forked now holds the process's connections while the call runs
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12's, of a process with threads
+            child = os.fork()
+        if child == 0:
+            time.sleep(SLOW_S + 1.5)
+            os._exit(0)
+        try:
+            return first(client.infer_batch(x, parameters=forwarded))
+        finally:
+            os.waitpid(child, 0)
     if mode == "keep":  # the first call's outputs are kept while the second one runs
         kept = first(client.infer_batch(x, parameters=forwarded))
         second = first(client.infer_batch(x + 1, parameters=forwarded))
@@ -188,6 +250,8 @@ def bind_models(triton):
     triton.bind("Ticker", ticker, FLOATS, Y, config=ModelConfig(max_batch_size=16, decoupled=True))
     triton.bind("Slow", slow, FLOATS, Y, config=ModelConfig(max_batch_size=1))
     triton.bind("Held", held, FLOATS, Y, config=ModelConfig(max_batch_size=1, decoupled=True))
+    triton.bind("Flood", flood, FLOATS, Y, config=ModelConfig(max_batch_size=1, decoupled=True))
+    triton.bind("SlowReader", slow_reader, FLOATS, Y, config=ModelConfig(max_batch_size=1))
     triton.bind("Sum", RunningSum(), FLOATS, Y,
                 config=ModelConfig(max_batch_size=4, sequence_batcher=SequenceBatcher(max_sequence_idle_microseconds=60_000_000)))
     triton.bind_ensemble(
@@ -340,6 +404,30 @@ def test_large_tensors_go_through_shared_memory_and_kept_outputs_stay_whole(serv
     assert error == "" and np.array_equal(y, np.concatenate([x * 2, (x + 1) * 2], axis=1))
 
 
+def _arena_bytes(pid):
+    """The bytes of memory each shared-memory arena the process holds has allocated."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if "pytriton_like-arena" in os.readlink(path):
+                held.append(os.stat(path).st_blocks * 512)
+        except FileNotFoundError:  # closed meanwhile
+            continue
+    return held
+
+
+def test_large_outputs_of_a_nested_call_leave_no_pages_behind(server):
+    """A connection that brought outputs beyond 16 MiB is closed after its call, not kept in the
+    pool: tritonserver's arenas hold about 16 MiB at most afterwards, as the relay's do."""
+    triton, config = server
+    x = np.random.default_rng(2).random((1, 6_000_000), dtype=np.float32)  # 24 MB
+    y, error = ask(config, "Call", x, protocol="grpc", target="Inner")
+    assert error == "" and np.array_equal(y, x * 2)
+    pid = triton._server.pid  # noqa: SLF001 - the process to look into
+    assert _wait(lambda: max(_arena_bytes(pid)) < 17 << 20, 5), _arena_bytes(pid)  # 16 MiB, and a page
+
+
 def test_many_nested_calls_at_once(server):
     _, config = server
     xs = [np.full((1, 3), i, np.float32) for i in range(48)]
@@ -371,6 +459,85 @@ def test_a_timed_out_call_is_withdrawn_and_the_deadlock_message_stays(server):
     assert error.startswith("PyTritonClientTimeoutError: model 'Call' called model 'Slow' and got no answer in time")
     assert "did not finish within 0.3 s" in error and "in a cycle (Call -> Slow -> ... -> Call)" in error
     assert SLOW_RUNS == ["first", "after"]
+
+
+def test_a_timed_out_call_is_withdrawn_while_a_forked_child_holds_its_connection(server):
+    """A child forked without exec (a data loader's workers, say) holds the process's sockets: the
+    caller ends its connection, not only its descriptor, so that the call is withdrawn all the same."""
+    _, config = server
+    assert ask(config, "Call", X[:1], target="Inner")[1] == ""  # a connection in the pool, for the child to hold
+    SLOW_RUNS.clear()
+    with ModelClient(url_of(config, "grpc"), "Slow", inference_timeout_s=30) as client:
+        busy = threading.Thread(target=client.infer_batch, kwargs={"x": X[:1], "parameters": {"tag": "first"}})
+        busy.start()
+        assert _wait(lambda: SLOW_RUNS == ["first"], 5)
+        _, error = ask(config, "Call", X[:1], target="Slow", wait_s=0.3, mode="fork", fwd_tag="nested")
+        busy.join(30)
+        client.infer_batch(x=X[:1], parameters={"tag": "after"})
+    assert error.startswith("PyTritonClientTimeoutError: model 'Call' called model 'Slow' and got no answer in time")
+    assert SLOW_RUNS == ["first", "after"]
+
+
+def test_a_stream_dropped_unstarted_is_cancelled(server):
+    _, config = server
+    TICKER_STARTS.clear()
+    TICKER_ENDS.clear()
+    y, error = ask(config, "Call", X, target="Ticker", mode="drop")
+    assert error == "" and np.array_equal(y, X)
+    assert _wait(lambda: TICKER_ENDS, TICKS * TICK_S), "the called model's stream did not end"
+    assert TICKER_ENDS[0][1] < TICKS // 10  # it stopped, well before its 200 pieces
+    assert ask(config, "Call", X, target="Inner")[1] == ""
+
+
+def test_a_caller_slow_to_read_its_stream_holds_up_no_other_caller_of_the_model(server):
+    """SlowReader reads one piece of Flood's stream and then waits: the rest waits in tritonserver
+    for it, while Flood's instance sends all of it and serves another stream meanwhile."""
+    _, config = server
+    FLOOD_SENT.clear()
+    FLOOD_RELEASE.clear()
+    outcome = {}
+
+    def read_slowly():
+        with ModelClient(url_of(config, "grpc"), "SlowReader", inference_timeout_s=90) as client:
+            outcome["pieces"] = client.infer_batch(x=X[:1])["y"]
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    try:
+        assert _wait(lambda: FLOOD_SENT[:1] == [FLOOD_PIECES], 30), FLOOD_SENT
+        with DecoupledModelClient(url_of(config, "grpc"), "Flood", inference_timeout_s=30) as client:
+            pieces = [response["y"][0, 0] for response in client.infer_batch(x=X[:1])]
+        assert pieces == list(range(FLOOD_PIECES))
+    finally:
+        FLOOD_RELEASE.set()
+        reader.join(90)
+    assert outcome["pieces"].tolist() == [[FLOOD_PIECES]]
+
+
+def test_a_stream_left_unread_past_64_mib_is_cancelled(server):
+    """Flood would send 72 MiB to SlowReader, which reads none of it for a while: past 64 MiB unread
+    the call is cancelled, Flood stops, and the stream ends with an error where SlowReader reads on."""
+    _, config = server
+    FLOOD_SENT.clear()
+    FLOOD_ENDED.clear()
+    FLOOD_RELEASE.clear()
+    NESTED_ERRORS.clear()
+    outcome = {}
+
+    def read_slowly():
+        with ModelClient(url_of(config, "grpc"), "SlowReader", inference_timeout_s=90) as client:
+            outcome["pieces"] = client.infer_batch(x=X[:1], parameters={"pieces": 1152})["y"]
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    try:
+        assert _wait(lambda: FLOOD_ENDED, 30), FLOOD_SENT
+    finally:
+        FLOOD_RELEASE.set()
+        reader.join(90)
+    assert 1024 < FLOOD_SENT[0] < 1152  # stopped at its next piece after 64 MiB
+    assert 1 <= outcome["pieces"][0, 0] < 1024
+    assert NESTED_ERRORS[0][1].startswith("PyTritonClientModelUnavailableError"), NESTED_ERRORS
 
 
 def test_a_timed_out_call_of_a_running_stream_stops_it_at_its_next_response(server):
@@ -490,9 +657,10 @@ def test_a_callable_may_still_call_over_the_network_with_a_url(server):
         assert np.array_equal(client.infer_batch(x=X)["y"], X * 2)
 
 
-def test_the_call_socket_is_the_owners_and_asks_for_the_token_when_inference_is_restricted(tmp_path):
+@pytest.mark.parametrize("given", [None, 'q"\\/' + "t" * 1020], ids=["generated", "of 1024 characters"])
+def test_the_call_socket_is_the_owners_and_asks_for_the_token_when_inference_is_restricted(tmp_path, given):
     config = free_config()
-    security = TritonSecurityConfig(restricted_endpoints=["inference", "model-repository"])
+    security = TritonSecurityConfig(access_token=given, restricted_endpoints=["inference", "model-repository"])
     workspace = tmp_path / "workspace"
     with checked_for_leaks(), Triton(config=config, security_config=security, workspace=workspace) as triton:
         triton.bind("Inner", inner, FLOATS, Y, config=ModelConfig(max_batch_size=16))
@@ -510,6 +678,22 @@ def test_the_call_socket_is_the_owners_and_asks_for_the_token_when_inference_is_
         CallChannel(f"{UNIX_SCHEME}{path}", token).close()
         cmdline = pathlib.Path(f"/proc/{triton._server.pid}/cmdline").read_bytes()  # noqa: SLF001
         assert token.encode() not in cmdline and b"calls-token=triton-access-token=xxx" in cmdline
+
+
+def test_outputs_that_outgrow_the_arena_arrive_whole():
+    """Twins' first output fills the new connection's output arena, the second one does not fit:
+    the arena grows at the reply, and both arrive where the reply says."""
+    config = free_config()
+    with checked_for_leaks(), Triton(config=config) as triton:
+        twin_outputs = [Tensor(name="y", dtype=np.float32, shape=(-1,)), Tensor(name="z", dtype=np.float32, shape=(-1,))]
+        triton.bind("Twins", twins, FLOATS, twin_outputs, config=ModelConfig(max_batch_size=4))
+        triton.bind("CallTwins", call_twins, FLOATS, twin_outputs, config=ModelConfig(max_batch_size=4))
+        triton.run()
+        x = np.random.default_rng(1).random((1, 300_000), dtype=np.float32)  # 1.2 MB an output
+        with ModelClient(url_of(config, "grpc"), "CallTwins", inference_timeout_s=60) as client:
+            for _ in range(2):  # on a new connection, then on the grown one
+                result = client.infer_batch(x=x)
+                assert np.array_equal(result["y"], x * 2) and np.array_equal(result["z"], x * 3)
 
 
 def _wait(condition, timeout_s):

@@ -11,6 +11,7 @@ from pytriton_like.decorators import TritonContext
 from pytriton_like.exceptions import PyTritonInvalidOperationError, PyTritonValidationError
 from pytriton_like.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton_like.models.nested_calls import DEFAULT_NESTED_TIMEOUT_S, NestedCalls
+from pytriton_like.models.nested_clients import _Lease, _leased
 from pytriton_like.models.nested_settings import NestedCallSettings, network_url
 from pytriton_like.triton import TritonConfig
 
@@ -112,3 +113,46 @@ def test_a_timeout_says_which_call_may_be_a_cycle(loopback):
 )
 def test_the_clients_talk_grpc_when_it_is_on_else_http(fields, url):
     assert network_url(TritonConfig(**fields)) == url
+
+
+class _Pool:
+    def __init__(self):
+        self.given_back = []
+
+    def give_back(self, channel):
+        self.given_back.append(channel)
+
+
+class _Channel:
+    closed = False
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_stream_dropped_unstarted_closes_its_connection_at_once():
+    """An unstarted generator's ``finally`` never runs: the lease's finalizer ends the call instead."""
+    pool, channel = _Pool(), _Channel()
+
+    def responses():
+        yield 1
+
+    stream = _leased(responses(), _Lease(pool, channel))
+    del stream
+    assert channel.closed and pool.given_back == []
+
+
+def test_a_stream_run_to_its_end_gives_its_connection_back_once():
+    pool, channel = _Pool(), _Channel()
+    lease = _Lease(pool, channel)
+
+    def responses():
+        try:
+            yield 1
+        finally:
+            lease.end()
+
+    stream = _leased(responses(), lease)
+    assert list(stream) == [1]
+    del stream
+    assert pool.given_back == [channel] and not channel.closed
