@@ -67,7 +67,7 @@ static TRITONSERVER_Error* start_calls(TRITONBACKEND_Backend* backend) {
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "the nested calls' socket path is too long");
   if (backend_option(backend, "calls-token", token, sizeof(token)) != 0)
     return error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                     "nested calls take an access token of at most %d printable characters"
+                     "nested calls take an access token of at most %d printable ASCII characters"
                      " (TritonSecurityConfig.access_token)",
                      CALLS_MAX_TOKEN);
   if (socket_path[0] == '\0') return NULL;

@@ -32,6 +32,7 @@ struct call_conn {
   int queue_fd;          /* a descriptor to send with the queue's byte at queue_fd_at, or -1 */
   size_t queue_fd_at;
   int epoll_fd;          /* the listener's, which wakes for the socket's room while the queue holds bytes */
+  pthread_cond_t room;   /* signalled as the queue empties (or the connection closes) */
   struct nested_call* call; /* in flight, or NULL */
   struct call_conn* next;   /* the listener's list */
 };
@@ -82,8 +83,11 @@ void call_free(struct nested_call* call);
 
 /* call_send.c */
 /* Sends a message on the connection, or queues what the socket does not take now (conn->lock
- * held); nothing when it is closed. pass_fd is lent: the queue keeps a copy of it. */
+ * held); nothing when it is closed. pass_fd is lent: the queue keeps a copy of it. Past
+ * CALL_QUEUE_MAX bytes queued, waits for the caller to read (not on the listener's thread). */
 void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcnt, int pass_fd);
+/* Marks the calling thread as the listener's, which never waits in conn_send_locked. */
+void conn_send_from_listener(void);
 /* Sends what the queue holds, as the socket takes it (the listener's thread, when it has room). */
 void conn_send_queued(struct call_conn* conn);
 

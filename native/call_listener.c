@@ -65,6 +65,7 @@ static void conn_free(struct call_conn* conn) {
   for (uint32_t i = 0; i < WIRE_CALL_ARENAS; i++) arena_free(&conn->outs[i]);
   wire_buf_free(&conn->rx);
   wire_buf_free(&conn->spare);
+  pthread_cond_destroy(&conn->room);
   pthread_mutex_destroy(&conn->lock);
   free(conn);
   pthread_mutex_lock(&calls.lock);
@@ -108,6 +109,7 @@ static void conn_end(struct call_conn* conn) {
   epoll_ctl(calls.epoll_fd, EPOLL_CTL_DEL, conn->fd, NULL);
   pthread_mutex_lock(&conn->lock);
   conn->closed = 1;
+  pthread_cond_broadcast(&conn->room); /* a reply waiting for room goes nowhere */
   if (conn->call != NULL && conn->call->request != NULL)
     relay_check(TRITONSERVER_InferenceRequestCancel(conn->call->request), __LINE__);
   pthread_mutex_unlock(&conn->lock);
@@ -269,6 +271,7 @@ static void accept_caller(void) {
   conn->in = empty;
   for (uint32_t i = 0; i < WIRE_CALL_ARENAS; i++) conn->outs[i] = empty;
   pthread_mutex_init(&conn->lock, NULL);
+  pthread_cond_init(&conn->room, NULL);
   struct epoll_event event = {.events = EPOLLIN, .data = {.ptr = conn}};
   pthread_mutex_lock(&calls.lock);
   conn->next = calls.conns;
@@ -280,6 +283,7 @@ static void accept_caller(void) {
 
 static void* listener_main(void* argument) {
   (void)argument;
+  conn_send_from_listener();
   struct epoll_event events[16];
   for (;;) {
     int count = epoll_wait(calls.epoll_fd, events, 16, -1);

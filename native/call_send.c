@@ -1,22 +1,30 @@
-/* What a caller's connection sends (call_conn.h): replies go out at once when the socket takes them,
- * and what it does not take waits in the connection's queue, which the listener's thread sends as
- * the caller reads. Triton's threads that answer (a called model's reader, for one) never wait for a
- * caller that is slow to read its stream; a reply that finds more than CALL_QUEUE_MAX bytes unread
- * before it drops the caller's connection (its call cancelled), so that tritonserver's memory stays
- * bounded. */
+/* What a caller's connection sends (call_conn.h): a reply goes out at once when the socket takes it,
+ * and what the socket does not take waits in the connection's queue, which the listener's thread
+ * sends as the caller reads. So a Triton thread that answers (a called model's reader, for one)
+ * does not wait for a caller slow to read its stream, up to CALL_QUEUE_MAX bytes unread: past that
+ * it waits for the caller to read (as it would on the socket), so that tritonserver's memory stays
+ * bounded. The listener's thread never waits: it sends the queues. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "call_conn.h"
-#include "log.h"
 
 #define CALL_QUEUE_MAX ((size_t)64 << 20)
+#define CALL_QUEUE_KEEP ((size_t)1 << 20) /* the capacity an empty queue keeps */
+
+static _Thread_local int listening;
+
+void conn_send_from_listener(void) { listening = 1; }
 
 static void drop_locked(struct call_conn* conn) {
-  conn->closed = 1; /* the caller is gone, or reads nothing: the listener sees the end and lets go of it */
+  conn->closed = 1; /* the caller is gone: the listener sees the end and lets go of it */
   shutdown(conn->fd, SHUT_RDWR);
+  pthread_cond_broadcast(&conn->room);
 }
 
 /* Has the listener wake for the socket's room (more: 1) or not. */
@@ -47,7 +55,9 @@ static int enqueue(struct call_conn* conn, const uint8_t prefix[8], const struct
 }
 
 void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcnt, int pass_fd) {
-  if (conn->closed) return;
+  while (!conn->closed && !listening && conn->queue.len - conn->queue_sent > CALL_QUEUE_MAX)
+    pthread_cond_wait(&conn->room, &conn->lock); /* the listener sends the queue as the caller reads */
+  if (conn->closed || iovcnt > 8) return;
   uint8_t prefix[8];
   size_t sent = 0;
   int queued = conn->queue.len > conn->queue_sent;
@@ -66,21 +76,13 @@ void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcn
     for (int i = 0; i < iovcnt; i++) length += iov[i].iov_len;
     for (int i = 0; i < 8; i++) prefix[i] = (uint8_t)(length >> (8 * i));
   }
-  size_t waiting = conn->queue.len - conn->queue_sent;
-  if (waiting > CALL_QUEUE_MAX) { /* a message of any size may wait, but none behind that much */
-    relay_log(TRITONSERVER_LOG_WARN, __LINE__,
-              "a nested call's caller left %zu bytes of replies unread: its connection is dropped, its call cancelled",
-              waiting);
-    drop_locked(conn);
-    return;
-  }
   size_t start = conn->queue.len;
   if ((pass_fd >= 0 && conn->queue_fd >= 0) || enqueue(conn, prefix, iov, iovcnt, sent) != 0) {
     drop_locked(conn);
     return;
   }
   if (pass_fd >= 0) { /* sent with the message's first byte, which waits in the queue */
-    conn->queue_fd = dup(pass_fd);
+    conn->queue_fd = fcntl(pass_fd, F_DUPFD_CLOEXEC, 0);
     conn->queue_fd_at = start;
     if (conn->queue_fd < 0) {
       drop_locked(conn);
@@ -88,6 +90,16 @@ void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcn
     }
   }
   if (!queued) watch_room(conn, 1);
+}
+
+/* Moves the bytes not sent yet to the queue's start, once the sent ones are the larger part. */
+static void compact(struct call_conn* conn) {
+  size_t left = conn->queue.len - conn->queue_sent;
+  if (conn->queue_sent < left) return;
+  memmove(conn->queue.data, conn->queue.data + conn->queue_sent, left);
+  if (conn->queue_fd >= 0) conn->queue_fd_at -= conn->queue_sent;
+  conn->queue.len = left;
+  conn->queue_sent = 0;
 }
 
 void conn_send_queued(struct call_conn* conn) {
@@ -112,7 +124,11 @@ void conn_send_queued(struct call_conn* conn) {
   }
   if (conn->closed || conn->queue.len == conn->queue_sent) {
     conn->queue.len = conn->queue_sent = 0;
+    if (conn->queue.cap > CALL_QUEUE_KEEP) wire_buf_free(&conn->queue);
     watch_room(conn, 0);
+  } else {
+    compact(conn);
   }
+  pthread_cond_broadcast(&conn->room);
   pthread_mutex_unlock(&conn->lock);
 }

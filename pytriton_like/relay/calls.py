@@ -272,8 +272,7 @@ class CallChannel:
         try:
             body, fd = self._channel.recv()
         except ChannelClosed:
-            raise ChannelClosed("tritonserver closed the connection of the call (it stopped or is restarting, or the"
-                                " call's stream left more than 64 MiB unread)") from None
+            raise ChannelClosed("tritonserver closed the connection of the call (it stopped or is restarting)") from None
         header = read_header(body)
         index = header.slot
         if fd is not None:

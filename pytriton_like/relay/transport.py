@@ -112,6 +112,14 @@ class Channel:
             FramingError: the length is not one of a message.
         """
         fds: List[int] = []
+        try:
+            view = self._recv(fds)
+        except BaseException:  # the message is not read: nothing that came with it stays open
+            _close_all(fds)
+            raise
+        return view, self._one(fds) if fds else None
+
+    def _recv(self, fds: List[int]) -> memoryview:
         prefix = bytearray(_LENGTH.size)
         # A descriptor comes with a message's first bytes: only the length is read with recvmsg.
         count, ancillary, _, _ = self.socket.recvmsg_into([prefix], _FD_SPACE)
@@ -119,24 +127,21 @@ class Channel:
             _collect(ancillary, fds)
         if count < _LENGTH.size:
             if count == 0:
-                _close_all(fds)
                 raise ChannelClosed("the connection closed")
             self._recv_into(memoryview(prefix)[count:], fds)
         (length,) = _LENGTH.unpack(prefix)
         if length == 0:
-            return _EMPTY, self._one(fds) if fds else None
+            return _EMPTY
         if length > MAX_MESSAGE_BYTES:
-            _close_all(fds)
             raise FramingError(f"a message of {length} bytes")
         body = bytearray(length)
         view = memoryview(body)
         got = self.socket.recv_into(view)
         if got < length:
             if got == 0:
-                _close_all(fds)
                 raise ChannelClosed("the connection closed inside a message")
             self._recv_into(view[got:], fds)
-        return view, self._one(fds) if fds else None
+        return view
 
     def readable(self, timeout_ms: int) -> bool:
         """Whether a message starts within ``timeout_ms`` (-1: no limit)."""
@@ -151,7 +156,6 @@ class Channel:
             if ancillary:
                 _collect(ancillary, fds)
             if count == 0:
-                _close_all(fds)
                 raise ChannelClosed("the connection closed inside a message")
             got += count
 

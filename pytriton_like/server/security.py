@@ -77,12 +77,12 @@ class TritonSecurityConfig:
         if token is None and endpoints:
             object.__setattr__(self, "access_token", secrets.token_urlsafe(_TOKEN_BYTES))
         elif token is not None:
-            if (not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS or not token.isprintable()
-                    or any(c in token for c in ",:= ")):
+            if (not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS or not token.isascii()
+                    or not token.isprintable() or any(c in token for c in ",:= ")):
                 raise PyTritonValidationError(
-                    f"TritonSecurityConfig: access_token must be a string of 1 to {MAX_TOKEN_CHARS} printable"
+                    f"TritonSecurityConfig: access_token must be a string of 1 to {MAX_TOKEN_CHARS} printable ASCII"
                     " characters without ',', ':', '=' or spaces (it travels in Triton's '<apis>:<header>=<token>'"
-                    f" flag), got {token!r}"
+                    f" flag and in gRPC metadata), got {token!r}"
                 )
 
     @staticmethod

@@ -92,13 +92,14 @@ def held(requests):
 
 
 def flood(requests):
-    """A stream of FLOOD_PIECES responses (the "pieces" parameter) of 64 KiB, piece p all p, as fast
-    as they go."""
+    """A stream of FLOOD_PIECES responses (the "pieces" parameter) of 16384 floats (64 KiB; the
+    "floats" parameter), piece p all p, as fast as they go."""
     FLOOD_SENT.append(0)
     stream = len(FLOOD_SENT) - 1
+    parameters = requests[0].parameters
     try:
-        for piece in range(int(requests[0].parameters.get("pieces", FLOOD_PIECES))):
-            yield [{"y": np.full((1, 16384), piece, np.float32)} for _ in requests]
+        for piece in range(int(parameters.get("pieces", FLOOD_PIECES))):
+            yield [{"y": np.full((1, int(parameters.get("floats", 16384))), piece, np.float32)} for _ in requests]
             FLOOD_SENT[stream] = piece + 1
     finally:
         FLOOD_ENDED.append(stream)
@@ -514,30 +515,41 @@ def test_a_caller_slow_to_read_its_stream_holds_up_no_other_caller_of_the_model(
     assert outcome["pieces"].tolist() == [[FLOOD_PIECES]]
 
 
-def test_a_stream_left_unread_past_64_mib_is_cancelled(server):
+def _read_flood_slowly(config, parameters, outcome):
+    with ModelClient(url_of(config, "grpc"), "SlowReader", inference_timeout_s=90) as client:
+        outcome["pieces"] = client.infer_batch(x=X[:1], parameters=parameters)["y"]
+
+
+def test_a_stream_left_unread_past_64_mib_waits_for_its_reader(server):
     """Flood would send 72 MiB to SlowReader, which reads none of it for a while: past 64 MiB unread
-    the call is cancelled, Flood stops, and the stream ends with an error where SlowReader reads on."""
+    Flood waits for its reader (tritonserver's memory stays bounded), then sends the rest."""
     _, config = server
     FLOOD_SENT.clear()
     FLOOD_ENDED.clear()
     FLOOD_RELEASE.clear()
     NESTED_ERRORS.clear()
     outcome = {}
-
-    def read_slowly():
-        with ModelClient(url_of(config, "grpc"), "SlowReader", inference_timeout_s=90) as client:
-            outcome["pieces"] = client.infer_batch(x=X[:1], parameters={"pieces": 1152})["y"]
-
-    reader = threading.Thread(target=read_slowly)
+    reader = threading.Thread(target=_read_flood_slowly, args=(config, {"pieces": 1152}, outcome))
     reader.start()
     try:
-        assert _wait(lambda: FLOOD_ENDED, 30), FLOOD_SENT
+        assert _wait(lambda: FLOOD_SENT and FLOOD_SENT[0] > 1024, 30), FLOOD_SENT
+        time.sleep(0.5)  # had it not waited, it would send its last 128 pieces meanwhile
+        assert not FLOOD_ENDED and FLOOD_SENT[0] < 1152, FLOOD_SENT
     finally:
         FLOOD_RELEASE.set()
         reader.join(90)
-    assert 1024 < FLOOD_SENT[0] < 1152  # stopped at its next piece after 64 MiB
-    assert 1 <= outcome["pieces"][0, 0] < 1024
-    assert NESTED_ERRORS[0][1].startswith("PyTritonClientModelUnavailableError"), NESTED_ERRORS
+    assert outcome["pieces"].tolist() == [[1152]] and FLOOD_ENDED == [0] and not NESTED_ERRORS
+
+
+def test_a_stream_response_larger_than_the_queue_arrives_whole(server):
+    """Two responses of 72 MB each, the stream's end behind them, read as they come."""
+    _, config = server
+    FLOOD_SENT.clear()
+    FLOOD_RELEASE.set()
+    NESTED_ERRORS.clear()
+    outcome = {}
+    _read_flood_slowly(config, {"pieces": 2, "floats": 18_000_000}, outcome)
+    assert outcome["pieces"].tolist() == [[2]] and not NESTED_ERRORS
 
 
 def test_a_timed_out_call_of_a_running_stream_stops_it_at_its_next_response(server):

@@ -92,3 +92,17 @@ def test_listen_and_connect(tmp_path):
     assert not (tmp_path / "s").exists()
     with pytest.raises(ValueError, match="unix://"):
         listen("ipc:///x")
+
+
+@pytest.mark.parametrize("length", [10, 1 << 40], ids=["cut inside", "forged length"])
+def test_a_descriptor_of_a_message_not_read_is_closed(pair, length):
+    a, b = pair
+    read_end, write_end = os.pipe()
+    a.socket.sendmsg([struct.pack("<Q", length) + b"abc"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                             struct.pack("i", write_end))])
+    os.close(write_end)
+    a.close()
+    with pytest.raises((ChannelClosed, FramingError)):
+        b.recv()
+    assert os.read(read_end, 1) == b""  # every write end closed: the one that came too
+    os.close(read_end)
