@@ -32,7 +32,8 @@ struct call_conn {
   int queue_fd;          /* a descriptor to send with the queue's byte at queue_fd_at, or -1 */
   size_t queue_fd_at;
   int epoll_fd;          /* the listener's, which wakes for the socket's room while the queue holds bytes */
-  pthread_cond_t room;   /* signalled as the queue empties (or the connection closes) */
+  pthread_cond_t room;   /* signalled as the queue's bytes go (or the connection closes) */
+  struct timespec queue_progress; /* when the caller last took some (CLOCK_MONOTONIC) */
   struct nested_call* call; /* in flight, or NULL */
   struct call_conn* next;   /* the listener's list */
 };
@@ -83,9 +84,13 @@ void call_free(struct nested_call* call);
 
 /* call_send.c */
 /* Sends a message on the connection, or queues what the socket does not take now (conn->lock
- * held); nothing when it is closed. pass_fd is lent: the queue keeps a copy of it. Past
- * CALL_QUEUE_MAX bytes queued, waits for the caller to read (not on the listener's thread). */
+ * held); nothing when it is closed. pass_fd is lent: the queue keeps a copy of it. */
 void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcnt, int pass_fd);
+/* Waits, while more than CALL_QUEUE_MAX bytes are queued, for the caller to read (conn->lock held,
+ * released meanwhile: a callback calls it first, before it reads or changes the call); drops a
+ * caller that reads nothing for CALL_QUEUE_STALL_S. Not on the listener's thread. */
+void conn_wait_room_locked(struct call_conn* conn);
+void conn_room_init(struct call_conn* conn);
 /* Marks the calling thread as the listener's, which never waits in conn_send_locked. */
 void conn_send_from_listener(void);
 /* Sends what the queue holds, as the socket takes it (the listener's thread, when it has room). */

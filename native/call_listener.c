@@ -271,7 +271,7 @@ static void accept_caller(void) {
   conn->in = empty;
   for (uint32_t i = 0; i < WIRE_CALL_ARENAS; i++) conn->outs[i] = empty;
   pthread_mutex_init(&conn->lock, NULL);
-  pthread_cond_init(&conn->room, NULL);
+  conn_room_init(conn);
   struct epoll_event event = {.events = EPOLLIN, .data = {.ptr = conn}};
   pthread_mutex_lock(&calls.lock);
   conn->next = calls.conns;

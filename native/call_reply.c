@@ -161,6 +161,7 @@ void call_on_response(TRITONSERVER_InferenceResponse* response, const uint32_t f
   struct nested_call* call = userp;
   int final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
   pthread_mutex_lock(&call->conn->lock);
+  conn_wait_room_locked(call->conn);
   if (response != NULL) {
     TRITONSERVER_Error* failed = TRITONSERVER_InferenceResponseError(response); /* owned by the response */
     TRITONSERVER_Error* error = failed == NULL ? encode_outputs(call, response) : NULL;

@@ -134,6 +134,7 @@ static void on_release(TRITONSERVER_InferenceRequest* request, const uint32_t fl
    * the last response, on another thread, may free it */
   made_remove(call);
   pthread_mutex_lock(&conn->lock);
+  conn_wait_room_locked(conn);
   call->request = NULL; /* no cancel reaches it from here */
   int done = call->final_waits;
   if (done) {

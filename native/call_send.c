@@ -1,21 +1,26 @@
 /* What a caller's connection sends (call_conn.h): a reply goes out at once when the socket takes it,
  * and what the socket does not take waits in the connection's queue, which the listener's thread
  * sends as the caller reads. So a Triton thread that answers (a called model's reader, for one)
- * does not wait for a caller slow to read its stream, up to CALL_QUEUE_MAX bytes unread: past that
- * it waits for the caller to read (as it would on the socket), so that tritonserver's memory stays
- * bounded. The listener's thread never waits: it sends the queues. */
+ * does not wait for a caller slow to read its stream, up to CALL_QUEUE_MAX bytes unread. Past that
+ * the next response of the call waits for the caller to read (conn_wait_room_locked), so that
+ * tritonserver's memory stays bounded, and a caller that reads nothing for CALL_QUEUE_STALL_S is
+ * dropped (its call cancelled), so that no thread of Triton's waits for ever. The listener's
+ * thread never waits: it sends the queues. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "call_conn.h"
+#include "log.h"
 
 #define CALL_QUEUE_MAX ((size_t)64 << 20)
 #define CALL_QUEUE_KEEP ((size_t)1 << 20) /* the capacity an empty queue keeps */
+#define CALL_QUEUE_STALL_S 30
 
 static _Thread_local int listening;
 
@@ -54,9 +59,43 @@ static int enqueue(struct call_conn* conn, const uint8_t prefix[8], const struct
   return 0;
 }
 
+/* Moves the bytes not sent yet to the queue's start, once the sent ones are the larger part. */
+static void compact(struct call_conn* conn) {
+  size_t left = conn->queue.len - conn->queue_sent;
+  if (conn->queue_sent < left) return;
+  memmove(conn->queue.data, conn->queue.data + conn->queue_sent, left);
+  if (conn->queue_fd >= 0) conn->queue_fd_at -= conn->queue_sent;
+  conn->queue.len = left;
+  conn->queue_sent = 0;
+}
+
+void conn_room_init(struct call_conn* conn) {
+  pthread_condattr_t attributes;
+  pthread_condattr_init(&attributes);
+  pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+  pthread_cond_init(&conn->room, &attributes);
+  pthread_condattr_destroy(&attributes);
+}
+
+void conn_wait_room_locked(struct call_conn* conn) {
+  if (listening) return;
+  while (!conn->closed && conn->queue.len - conn->queue_sent > CALL_QUEUE_MAX) {
+    struct timespec deadline = conn->queue_progress;
+    deadline.tv_sec += CALL_QUEUE_STALL_S;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec)) {
+      relay_log(TRITONSERVER_LOG_WARN, __LINE__,
+                "a nested call's caller read none of %zu bytes of replies in %d s: its call is cancelled",
+                conn->queue.len - conn->queue_sent, CALL_QUEUE_STALL_S);
+      drop_locked(conn);
+      return;
+    }
+    pthread_cond_timedwait(&conn->room, &conn->lock, &deadline); /* the listener sends as the caller reads */
+  }
+}
+
 void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcnt, int pass_fd) {
-  while (!conn->closed && !listening && conn->queue.len - conn->queue_sent > CALL_QUEUE_MAX)
-    pthread_cond_wait(&conn->room, &conn->lock); /* the listener sends the queue as the caller reads */
   if (conn->closed || iovcnt > 8) return;
   uint8_t prefix[8];
   size_t sent = 0;
@@ -71,7 +110,9 @@ void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcn
     if (sent == total) return;
     if (sent > 0) pass_fd = -1; /* it went with the first bytes */
     conn->queue.len = conn->queue_sent = 0;
+    clock_gettime(CLOCK_MONOTONIC, &conn->queue_progress);
   } else {
+    compact(conn);
     uint64_t length = 0;
     for (int i = 0; i < iovcnt; i++) length += iov[i].iov_len;
     for (int i = 0; i < 8; i++) prefix[i] = (uint8_t)(length >> (8 * i));
@@ -92,16 +133,6 @@ void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcn
   if (!queued) watch_room(conn, 1);
 }
 
-/* Moves the bytes not sent yet to the queue's start, once the sent ones are the larger part. */
-static void compact(struct call_conn* conn) {
-  size_t left = conn->queue.len - conn->queue_sent;
-  if (conn->queue_sent < left) return;
-  memmove(conn->queue.data, conn->queue.data + conn->queue_sent, left);
-  if (conn->queue_fd >= 0) conn->queue_fd_at -= conn->queue_sent;
-  conn->queue.len = left;
-  conn->queue_sent = 0;
-}
-
 void conn_send_queued(struct call_conn* conn) {
   pthread_mutex_lock(&conn->lock);
   while (!conn->closed && conn->queue.len > conn->queue_sent) {
@@ -120,6 +151,7 @@ void conn_send_queued(struct call_conn* conn) {
       conn->queue_fd = -1;
     }
     conn->queue_sent += sent;
+    if (sent > 0) clock_gettime(CLOCK_MONOTONIC, &conn->queue_progress);
     if (conn->queue_sent < end) break; /* no more room: the listener wakes again when there is */
   }
   if (conn->closed || conn->queue.len == conn->queue_sent) {

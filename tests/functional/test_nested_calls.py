@@ -541,6 +541,27 @@ def test_a_stream_left_unread_past_64_mib_waits_for_its_reader(server):
     assert outcome["pieces"].tolist() == [[1152]] and FLOOD_ENDED == [0] and not NESTED_ERRORS
 
 
+def test_a_stream_left_unread_past_64_mib_for_30_s_is_cancelled(server):
+    """SlowReader reads nothing more for 30 s with more than 64 MiB of Flood's stream waiting: the
+    call is cancelled (no thread of Triton's waits for ever), and the stream ends with an error."""
+    _, config = server
+    FLOOD_SENT.clear()
+    FLOOD_ENDED.clear()
+    FLOOD_RELEASE.clear()
+    NESTED_ERRORS.clear()
+    outcome = {}
+    reader = threading.Thread(target=_read_flood_slowly, args=(config, {"pieces": 1152}, outcome))
+    reader.start()
+    try:
+        assert _wait(lambda: FLOOD_ENDED, 45), FLOOD_SENT
+    finally:
+        FLOOD_RELEASE.set()
+        reader.join(90)
+    assert 1024 < FLOOD_SENT[0] < 1152
+    assert 1 <= outcome["pieces"][0, 0] < 1024
+    assert NESTED_ERRORS[0][1].startswith("PyTritonClientModelUnavailableError"), NESTED_ERRORS
+
+
 def test_a_stream_response_larger_than_the_queue_arrives_whole(server):
     """Two responses of 72 MB each, the stream's end behind them, read as they come."""
     _, config = server
