@@ -93,8 +93,9 @@ class CallChannel:
         self._ids = itertools.count(1)
         self._pid = os.getpid()
         self.broken = False  # a call was given up on (timeout, cancel, error) or runs: the connection must go
-        # outputs beyond ARENA_KEEP_BYTES came in an arena: the connection goes too, so that neither
-        # process keeps their pages while it waits in the pool (a call trims only the arena it uses)
+        # outputs beyond ARENA_KEEP_BYTES came in an arena: the pool keeps one such connection, for
+        # the next large call, and closes the others, so that neither process keeps their pages
+        # while they wait (a call trims only the arena it uses)
         self.large = False
 
     # -- sync --------------------------------------------------------------------------------
@@ -345,10 +346,11 @@ class CallChannels:
         return CallChannel(self.address, self._token, self._shm_limit)
 
     def give_back(self, channel: CallChannel) -> None:
-        """Takes a connection back for the next call, or closes it when its call broke it or left
-        large outputs in its arenas."""
+        """Takes a connection back for the next call, or closes it when its call broke it, or when
+        it brought large outputs and the pool holds such a connection already."""
         with self._lock:
-            if not (channel.broken or channel.large or self._closed) and len(self._idle) < _MAX_IDLE:
+            spare = not (channel.large and any(idle.large for idle in self._idle))
+            if spare and not (channel.broken or self._closed) and len(self._idle) < _MAX_IDLE:
                 self._idle.append(channel)
                 return
         channel.close()
