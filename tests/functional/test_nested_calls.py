@@ -7,6 +7,7 @@ client would.
 """
 
 import asyncio
+import contextlib
 import os
 import pathlib
 import signal
@@ -501,54 +502,48 @@ def test_a_stream_dropped_unstarted_is_cancelled(server):
     assert ask(config, "Call", X, target="Inner")[1] == ""
 
 
-def test_a_caller_slow_to_read_its_stream_holds_up_no_other_caller_of_the_model(server):
-    """SlowReader reads one piece of Flood's stream and then waits: the rest waits in tritonserver
-    for it, while Flood's instance sends all of it and serves another stream meanwhile."""
-    _, config = server
-    FLOOD_SENT.clear()
+@contextlib.contextmanager
+def _flood_read_slowly(config, parameters):
+    """SlowReader reading a stream of Flood (``parameters``) on a thread, released when the block
+    ends: what it answered, once the block is done."""
+    for state in (FLOOD_SENT, FLOOD_ENDED, NESTED_ERRORS):
+        state.clear()
     FLOOD_RELEASE.clear()
     outcome = {}
 
     def read_slowly():
         with ModelClient(url_of(config, "grpc"), "SlowReader", inference_timeout_s=90) as client:
-            outcome["pieces"] = client.infer_batch(x=X[:1])["y"]
+            outcome["pieces"] = client.infer_batch(x=X[:1], parameters=parameters)["y"]
 
     reader = threading.Thread(target=read_slowly)
     reader.start()
     try:
+        yield outcome
+    finally:
+        FLOOD_RELEASE.set()
+        reader.join(90)
+
+
+def test_a_caller_slow_to_read_its_stream_holds_up_no_other_caller_of_the_model(server):
+    """SlowReader reads one piece of Flood's stream and then waits: the rest waits in tritonserver
+    for it, while Flood's instance sends all of it and serves another stream meanwhile."""
+    _, config = server
+    with _flood_read_slowly(config, {}) as outcome:
         assert _wait(lambda: FLOOD_SENT[:1] == [FLOOD_PIECES], 30), FLOOD_SENT
         with DecoupledModelClient(url_of(config, "grpc"), "Flood", inference_timeout_s=30) as client:
             pieces = [response["y"][0, 0] for response in client.infer_batch(x=X[:1])]
         assert pieces == list(range(FLOOD_PIECES))
-    finally:
-        FLOOD_RELEASE.set()
-        reader.join(90)
     assert outcome["pieces"].tolist() == [[FLOOD_PIECES]]
-
-
-def _read_flood_slowly(config, parameters, outcome):
-    with ModelClient(url_of(config, "grpc"), "SlowReader", inference_timeout_s=90) as client:
-        outcome["pieces"] = client.infer_batch(x=X[:1], parameters=parameters)["y"]
 
 
 def test_a_stream_left_unread_past_64_mib_waits_for_its_reader(server):
     """Flood would send 72 MiB to SlowReader, which reads none of it for a while: past 64 MiB unread
     Flood waits for its reader (tritonserver's memory stays bounded), then sends the rest."""
     _, config = server
-    FLOOD_SENT.clear()
-    FLOOD_ENDED.clear()
-    FLOOD_RELEASE.clear()
-    NESTED_ERRORS.clear()
-    outcome = {}
-    reader = threading.Thread(target=_read_flood_slowly, args=(config, {"pieces": 1152}, outcome))
-    reader.start()
-    try:
+    with _flood_read_slowly(config, {"pieces": 1152}) as outcome:
         assert _wait(lambda: FLOOD_SENT and FLOOD_SENT[0] > 1024, 30), FLOOD_SENT
         time.sleep(0.5)  # had it not waited, it would send its last 128 pieces meanwhile
         assert not FLOOD_ENDED and FLOOD_SENT[0] < 1152, FLOOD_SENT
-    finally:
-        FLOOD_RELEASE.set()
-        reader.join(90)
     assert outcome["pieces"].tolist() == [[1152]] and FLOOD_ENDED == [0] and not NESTED_ERRORS
 
 
@@ -556,18 +551,8 @@ def test_a_stream_left_unread_past_64_mib_for_30_s_is_cancelled(server):
     """SlowReader reads nothing more for 30 s with more than 64 MiB of Flood's stream waiting: the
     call is cancelled (no thread of Triton's waits for ever), and the stream ends with an error."""
     _, config = server
-    FLOOD_SENT.clear()
-    FLOOD_ENDED.clear()
-    FLOOD_RELEASE.clear()
-    NESTED_ERRORS.clear()
-    outcome = {}
-    reader = threading.Thread(target=_read_flood_slowly, args=(config, {"pieces": 1152}, outcome))
-    reader.start()
-    try:
+    with _flood_read_slowly(config, {"pieces": 1152}) as outcome:
         assert _wait(lambda: FLOOD_ENDED, 45), FLOOD_SENT
-    finally:
-        FLOOD_RELEASE.set()
-        reader.join(90)
     assert 1024 < FLOOD_SENT[0] < 1152
     assert 1 <= outcome["pieces"][0, 0] < 1024
     assert NESTED_ERRORS[0][1].startswith("PyTritonClientModelUnavailableError"), NESTED_ERRORS
@@ -576,11 +561,8 @@ def test_a_stream_left_unread_past_64_mib_for_30_s_is_cancelled(server):
 def test_a_stream_response_larger_than_the_queue_arrives_whole(server):
     """Two responses of 72 MB each, the stream's end behind them, read as they come."""
     _, config = server
-    FLOOD_SENT.clear()
-    FLOOD_RELEASE.set()
-    NESTED_ERRORS.clear()
-    outcome = {}
-    _read_flood_slowly(config, {"pieces": 2, "floats": 18_000_000}, outcome)
+    with _flood_read_slowly(config, {"pieces": 2, "floats": 18_000_000}) as outcome:
+        FLOOD_RELEASE.set()
     assert outcome["pieces"].tolist() == [[2]] and not NESTED_ERRORS
 
 
