@@ -91,7 +91,7 @@ void conn_send_locked(struct call_conn* conn, const struct iovec* iov, int iovcn
  * caller that reads nothing for CALL_QUEUE_STALL_S. Not on the listener's thread. */
 void conn_wait_room_locked(struct call_conn* conn);
 void conn_room_init(struct call_conn* conn);
-/* Marks the calling thread as the listener's, which never waits in conn_send_locked. */
+/* Marks the calling thread as the listener's, which never waits in conn_wait_room_locked. */
 void conn_send_from_listener(void);
 /* Sends what the queue holds, as the socket takes it (the listener's thread, when it has room). */
 void conn_send_queued(struct call_conn* conn);

@@ -140,20 +140,14 @@ class CallChannel:
         return self._responses(timeout_s)
 
     def _responses(self, timeout_s: float) -> Iterator[Dict[str, np.ndarray]]:
-        done = False
-        try:
-            while True:
-                reply = self._next(time.monotonic() + timeout_s)
-                _raise_failed(reply)
-                if reply.outputs is not None:
-                    yield reply.outputs
-                if reply.final:
-                    done = True
-                    self.broken = False
-                    return
-        finally:
-            if not done:
-                self.broken = True
+        while True:  # broken since the call went, until its last reply
+            reply = self._next(time.monotonic() + timeout_s)
+            _raise_failed(reply)
+            if reply.outputs is not None:
+                yield reply.outputs
+            if reply.final:
+                self.broken = False
+                return
 
     # -- asyncio ------------------------------------------------------------------------------
 
@@ -186,20 +180,14 @@ class CallChannel:
         return self._responses_async(timeout_s)
 
     async def _responses_async(self, timeout_s: float) -> AsyncIterator[Dict[str, np.ndarray]]:
-        done = False
-        try:
-            while True:
-                reply = await self._next_async(time.monotonic() + timeout_s)
-                _raise_failed(reply)
-                if reply.outputs is not None:
-                    yield reply.outputs
-                if reply.final:
-                    done = True
-                    self.broken = False
-                    return
-        finally:
-            if not done:
-                self.broken = True
+        while True:  # broken since the call went, until its last reply
+            reply = await self._next_async(time.monotonic() + timeout_s)
+            _raise_failed(reply)
+            if reply.outputs is not None:
+                yield reply.outputs
+            if reply.final:
+                self.broken = False
+                return
 
     def close(self) -> None:
         """Closes the connection (a call still running is cancelled) and the caller's arena."""
